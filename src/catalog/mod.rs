@@ -1,0 +1,71 @@
+//! The catalog: Dataset URIs, Source discovery and the Catalog Snapshot.
+//!
+//! A Catalog Snapshot is the set of Sources one command read, each pinned by
+//! a [`SnapshotRef`]; its `snapshot_id` digests the Dataset URI, every Source
+//! path and reference, and every discovery error. May call `formats` and
+//! `util`; never `cli`.
+
+mod discover;
+mod error;
+pub mod read;
+mod snapshot;
+mod source;
+mod stores;
+mod uri;
+
+use std::path::Path;
+
+pub use discover::{discover, DiscoveryLimits, PhysicalEntry, Role};
+pub use error::CatalogError;
+pub use snapshot::{ParseSnapshotRefError, ReadConsistency, SnapshotDigest, SnapshotRef};
+pub use source::{Capabilities, Source, SourceKind, SourceStatus, StatusReason};
+pub use stores::read_current;
+pub use uri::{redact, DatasetUri};
+
+/// The Sources of a Dataset, pinned, with their digest.
+#[derive(Debug, Clone)]
+pub struct CatalogSnapshot {
+    /// The Dataset.
+    pub dataset: DatasetUri,
+    /// Sources in path order.
+    pub sources: Vec<Source>,
+    /// Every entry visited (only when requested).
+    pub physical: Vec<PhysicalEntry>,
+    /// Directories that could not be read: (path, reason).
+    pub discovery_errors: Vec<(String, String)>,
+    /// Stable digest of the above.
+    pub snapshot_id: String,
+}
+
+impl CatalogSnapshot {
+    /// Discover and pin the Sources of `dataset`.
+    pub fn open(dataset: &DatasetUri, limits: DiscoveryLimits, physical: bool) -> Result<Self, CatalogError> {
+        let root = dataset.local_path().ok_or_else(|| CatalogError::S3Unsupported { uri: dataset.to_string() })?;
+        check_root(root, dataset)?;
+        let d = discover(root, limits, physical)?;
+        let mut digest = SnapshotDigest::default();
+        for s in &d.sources {
+            digest.add("source", &s.source_path, &s.snapshot_ref.to_string());
+        }
+        for (p, e) in &d.discovery_errors {
+            digest.add("error", p, e);
+        }
+        let snapshot_id = digest.finish(&dataset.to_string());
+        Ok(CatalogSnapshot {
+            dataset: dataset.clone(),
+            sources: d.sources,
+            physical: d.physical,
+            discovery_errors: d.discovery_errors,
+            snapshot_id,
+        })
+    }
+}
+
+fn check_root(root: &Path, dataset: &DatasetUri) -> Result<(), CatalogError> {
+    match std::fs::metadata(root) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(CatalogError::NotADirectory { uri: dataset.to_string() }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(CatalogError::NotFound { uri: dataset.to_string() }),
+        Err(e) => Err(CatalogError::Io { source_path: ".".into(), reason: e.to_string() }),
+    }
+}

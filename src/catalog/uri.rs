@@ -1,0 +1,189 @@
+//! Dataset URIs: parsing, credential checks and normalisation.
+//!
+//! A Dataset's identity is its normalised URI. Local directories normalise to
+//! an absolute path with symlinks resolved when the directory exists, and
+//! lexically (no `.`/`..`, no trailing `/`) when it does not yet.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::CatalogError;
+use crate::util::path::lexical_absolute;
+
+/// A normalised Dataset URI.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum DatasetUri {
+    /// A local directory, absolute and normalised.
+    Local(PathBuf),
+}
+
+/// Query parameter names that mark a pre-signed or credential-bearing URL.
+const SIGNED_QUERY_KEYS: &[&str] = &[
+    "x-amz-signature",
+    "x-amz-credential",
+    "x-amz-security-token",
+    "awsaccesskeyid",
+    "signature",
+    "sig",
+    "token",
+    "access_token",
+    "x-goog-signature",
+    "x-goog-credential",
+];
+
+impl DatasetUri {
+    /// Parse and normalise `input`, resolving relative paths against `cwd`.
+    pub fn parse(input: &str, cwd: &Path) -> Result<Self, CatalogError> {
+        if input.trim().is_empty() {
+            return Err(invalid(input, "the URI is empty"));
+        }
+        if input.contains('\0') {
+            return Err(invalid(input, "the URI contains a NUL byte"));
+        }
+        if let Some((scheme, rest)) = split_scheme(input) {
+            let lower = scheme.to_ascii_lowercase();
+            check_credentials(rest)?;
+            return match lower.as_str() {
+                "file" => {
+                    let path = rest
+                        .strip_prefix("localhost")
+                        .unwrap_or(rest);
+                    if !path.starts_with('/') {
+                        return Err(invalid(input, "a file URI must be `file:///absolute/path`"));
+                    }
+                    if path.contains('?') || path.contains('#') {
+                        return Err(invalid(input, "a file URI must not have a query or fragment"));
+                    }
+                    let decoded = percent_decode(path)
+                        .ok_or_else(|| invalid(input, "bad percent-encoding"))?;
+                    Ok(Self::local(Path::new(&decoded), cwd))
+                }
+                "s3" => Err(CatalogError::S3Unsupported { uri: redact(input) }),
+                _ => Err(CatalogError::UnsupportedScheme { scheme: scheme.to_string() }),
+            };
+        }
+        Ok(Self::local(Path::new(input), cwd))
+    }
+
+    /// Normalise a local path.
+    pub fn local(p: &Path, cwd: &Path) -> Self {
+        let abs = lexical_absolute(p, cwd);
+        let resolved = std::fs::canonicalize(&abs).unwrap_or(abs);
+        DatasetUri::Local(resolved)
+    }
+
+    /// The local directory, if this is a local Dataset.
+    pub fn local_path(&self) -> Option<&Path> {
+        match self {
+            DatasetUri::Local(p) => Some(p),
+        }
+    }
+}
+
+impl fmt::Display for DatasetUri {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DatasetUri::Local(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// `scheme://rest` → (`scheme`, `rest`). A Windows-style drive letter or a plain
+/// path is not a scheme.
+fn split_scheme(input: &str) -> Option<(&str, &str)> {
+    let idx = input.find("://")?;
+    let scheme = &input[..idx];
+    let valid = scheme.len() >= 2
+        && scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    valid.then(|| (scheme, &input[idx + 3..]))
+}
+
+fn check_credentials(rest: &str) -> Result<(), CatalogError> {
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.contains('@') {
+        return Err(CatalogError::CredentialsInUri { what: "user information before `@`" });
+    }
+    if let Some(q) = rest.split_once('?').map(|(_, q)| q) {
+        for pair in q.split('&') {
+            let key = pair.split('=').next().unwrap_or("").to_ascii_lowercase();
+            if SIGNED_QUERY_KEYS.contains(&key.as_str()) {
+                return Err(CatalogError::CredentialsInUri { what: "a signed or token query parameter" });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Remove anything that could be a secret from a URI for messages.
+pub fn redact(input: &str) -> String {
+    let mut s = input.to_string();
+    if let Some((scheme, rest)) = split_scheme(input) {
+        let (authority, tail) = match rest.find(['/', '?', '#']) {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        let host = authority.rsplit('@').next().unwrap_or("");
+        let host = if authority.contains('@') { format!("***@{host}") } else { host.to_string() };
+        let path = tail.split('?').next().unwrap_or("");
+        let q = if tail.contains('?') { "?…" } else { "" };
+        s = format!("{scheme}://{host}{path}{q}");
+    }
+    crate::util::text::escape_control(&s).into_owned()
+}
+
+fn invalid(uri: &str, reason: &str) -> CatalogError {
+    CatalogError::InvalidUri { uri: redact(uri), reason: reason.to_string() }
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes.get(i + 1..i + 3)?;
+            let v = u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
+            out.push(v);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<DatasetUri, CatalogError> {
+        DatasetUri::parse(s, Path::new("/nonexistent-cwd/w"))
+    }
+
+    #[test]
+    fn equivalent_spellings_share_identity() {
+        let a = p("data").unwrap();
+        for other in ["./data", "data/", "data/.", "x/../data", "/nonexistent-cwd/w/data", "file:///nonexistent-cwd/w/data/"] {
+            assert_eq!(p(other).unwrap(), a, "{other}");
+        }
+        assert_eq!(a.to_string(), "/nonexistent-cwd/w/data");
+    }
+
+    #[test]
+    fn refuses_credentials_and_schemes() {
+        assert_eq!(p("s3://AKIA:secret@bucket/x").unwrap_err().code(), "PC-CAT-003");
+        assert_eq!(p("s3://bucket/x?X-Amz-Signature=abc").unwrap_err().code(), "PC-CAT-003");
+        assert_eq!(p("http://example.com/x").unwrap_err().code(), "PC-CAT-002");
+        assert_eq!(p("s3://bucket/prefix").unwrap_err().code(), "PC-CAT-011");
+        assert_eq!(p("").unwrap_err().code(), "PC-CAT-001");
+        assert_eq!(p("file://relative").unwrap_err().code(), "PC-CAT-001");
+    }
+
+    #[test]
+    fn redaction_hides_secrets() {
+        let r = redact("s3://AKIA:secret@bucket/x?X-Amz-Signature=abc");
+        assert!(!r.contains("secret") && !r.contains("abc") && !r.contains("AKIA"), "{r}");
+    }
+}

@@ -1,0 +1,40 @@
+//! One module per command; each takes the resolved settings and an output.
+
+mod default;
+mod ls;
+mod status;
+
+use super::out::Out;
+use super::settings::{CommandSettings, Settings};
+use super::ExitStatus;
+use crate::error::Error;
+
+/// Run the resolved command.
+pub fn run(settings: &Settings, out: &mut Out) -> Result<ExitStatus, Error> {
+    match &settings.command {
+        CommandSettings::Default { set } => default::run(settings, set.as_deref(), out),
+        CommandSettings::Ls { read, physical } => ls::run(read, *physical, out),
+        CommandSettings::Status { read, max_document_bytes } => status::run(read, *max_document_bytes, out),
+    }
+}
+
+/// Print the snapshot line every read command writes to stderr.
+fn report_snapshot(out: &Out, snapshot_id: &str) {
+    out.info(&format!("snapshot_id: {snapshot_id}"));
+}
+
+/// Human-readable byte size.
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}

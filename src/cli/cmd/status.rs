@@ -1,0 +1,180 @@
+//! `status [DATASET]`: read every Source, report health and counts.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rayon::prelude::*;
+use serde_json::json;
+
+use super::ls::source_json;
+use super::report_snapshot;
+use crate::catalog::read::{read_source, ReadFailure, SourceCounts, SourceRead};
+use crate::catalog::{CatalogError, CatalogSnapshot, Source, SourceStatus, StatusReason};
+use crate::cli::out::{Align, Out, Table};
+use crate::cli::settings::ReadSettings;
+use crate::cli::ExitStatus;
+use crate::error::Error;
+use crate::formats::DecodeOptions;
+
+struct Report<'a> {
+    source: &'a Source,
+    status: SourceStatus,
+    reason: Option<StatusReason>,
+    read: SourceRead,
+}
+
+pub fn run(read: &ReadSettings, max_document_bytes: u64, out: &mut Out) -> Result<ExitStatus, Error> {
+    let snap = CatalogSnapshot::open(&read.dataset, read.limits, false)?;
+    let opts = DecodeOptions { max_document_bytes };
+    let done = AtomicU64::new(0);
+    let total = snap.sources.len() as u64;
+    let progress = std::sync::Mutex::new(out.progress("reading sources"));
+    let results: Vec<Result<Report<'_>, CatalogError>> = snap
+        .sources
+        .par_iter()
+        .map(|s| {
+            let r = report(s, opts);
+            let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+            if let Ok(mut p) = progress.try_lock() {
+                p.tick(n, Some(total));
+            }
+            r
+        })
+        .collect();
+    if let Ok(mut p) = progress.lock() {
+        p.finish();
+    }
+    let mut reports = Vec::with_capacity(results.len());
+    for r in results {
+        reports.push(r?);
+    }
+    report_snapshot(out, &snap.snapshot_id);
+    if read.strict {
+        if let Some(r) = reports.iter().find(|r| r.status != SourceStatus::Ready) {
+            let reason = r.reason.clone().unwrap_or_else(|| StatusReason::new("PC-CAT-010", "not ready"));
+            return Err(CatalogError::StrictSource {
+                source_path: r.source.source_path.clone(),
+                status: r.status.name(),
+                reason_code: reason.code,
+                reason: reason.message,
+            }
+            .into());
+        }
+    }
+    let mut totals = SourceCounts::default();
+    let (mut ready, mut degraded, mut errors, mut generated) = (0u64, 0u64, 0u64, 0u64);
+    for r in &reports {
+        totals.add(&r.read.counts);
+        generated += r.read.generated_ids;
+        match r.status {
+            SourceStatus::Ready => ready += 1,
+            SourceStatus::Degraded => degraded += 1,
+            SourceStatus::Error => errors += 1,
+        }
+        if r.status != SourceStatus::Ready {
+            if let Some(reason) = &r.reason {
+                out.warn(reason.code, &format!("{}: {} ({})", r.source.source_path, reason.message, r.status.name()));
+            }
+        }
+    }
+    out.info(&format!(
+        "{} sources ({ready} ready, {degraded} degraded, {errors} error): {} runs, {} trajectories, {} steps, {} tool calls",
+        reports.len(),
+        totals.runs,
+        totals.trajectories,
+        totals.steps,
+        totals.tool_calls
+    ));
+    if out.json() {
+        let sources: Vec<_> = reports
+            .iter()
+            .map(|r| {
+                let mut v = source_json(r.source);
+                v["status"] = json!(r.status.name());
+                v["reason"] = json!(r.reason);
+                v["counts"] = json!(r.read.counts);
+                v["generated_ids"] = json!(r.read.generated_ids);
+                v["diagnostics"] = json!(r.read.diagnostics);
+                v
+            })
+            .collect();
+        out.write_json(&json!({
+            "dataset_uri": snap.dataset.to_string(),
+            "snapshot_id": snap.snapshot_id,
+            "sources": sources,
+            "discovery_errors": snap.discovery_errors.iter().map(|(p, e)| json!({"path": p, "reason": e})).collect::<Vec<_>>(),
+            "totals": {
+                "sources": reports.len(),
+                "ready": ready,
+                "degraded": degraded,
+                "error": errors,
+                "runs": totals.runs,
+                "trajectories": totals.trajectories,
+                "steps": totals.steps,
+                "tool_calls": totals.tool_calls,
+                "generated_ids": generated,
+            },
+        }))?;
+    } else {
+        let mut t = Table::new(&[
+            ("Source", Align::Left),
+            ("Format", Align::Left),
+            ("Status", Align::Left),
+            ("Runs", Align::Right),
+            ("Trajectories", Align::Right),
+            ("Steps", Align::Right),
+            ("Tool Calls", Align::Right),
+            ("Problem", Align::Left),
+        ]);
+        t.limit(7, 100);
+        for r in &reports {
+            let c = &r.read.counts;
+            t.row(vec![
+                r.source.source_path.clone(),
+                r.source.format.name().to_string(),
+                r.status.name().to_string(),
+                c.runs.to_string(),
+                c.trajectories.to_string(),
+                c.steps.to_string(),
+                c.tool_calls.to_string(),
+                r.reason.as_ref().map(|x| format!("[{}] {}", x.code, x.message)).unwrap_or_default(),
+            ]);
+        }
+        t.footer(format!(
+            "total: {} sources ({ready} ready, {degraded} degraded, {errors} error), {} runs, {} trajectories, {} steps, {} tool calls",
+            reports.len(),
+            totals.runs,
+            totals.trajectories,
+            totals.steps,
+            totals.tool_calls
+        ));
+        out.write_table(&t)?;
+    }
+    Ok(ExitStatus::Success)
+}
+
+fn report(s: &Source, opts: DecodeOptions) -> Result<Report<'_>, CatalogError> {
+    if s.status == SourceStatus::Error {
+        return Ok(Report { source: s, status: s.status, reason: s.reason.clone(), read: SourceRead::default() });
+    }
+    match read_source(s, opts, &mut |_| {}) {
+        Ok(read) => {
+            let first = read.diagnostics.iter().find(|d| d.degrades());
+            let (status, reason) = match first {
+                Some(d) => {
+                    let more = read.diagnostics.iter().filter(|d| d.degrades()).count();
+                    let suffix = if more > 1 { format!(" (+{} more)", more - 1) } else { String::new() };
+                    (SourceStatus::Degraded, Some(StatusReason::new(d.code, format!("{}: {}{suffix}", d.pointer, d.message))))
+                }
+                None => (SourceStatus::Ready, None),
+            };
+            Ok(Report { source: s, status, reason, read })
+        }
+        Err(ReadFailure::Fatal(e)) => Err(e),
+        Err(ReadFailure::Source(e)) => Ok(Report {
+            source: s,
+            status: SourceStatus::Error,
+            reason: Some(StatusReason::new(e.code(), e.to_string())),
+            read: SourceRead::default(),
+        }),
+    }
+}

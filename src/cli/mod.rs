@@ -1,0 +1,228 @@
+//! The command line: clap types (data only), resolved settings, one module per
+//! command, and the output writers.
+//!
+//! May call every library layer; nothing calls into `cli`.
+
+pub mod cmd;
+pub mod out;
+pub mod settings;
+
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::error::Error;
+use out::Out;
+use settings::Settings;
+
+/// How a command ended; maps to the documented exit codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// 0: the command did what was asked.
+    Success,
+    /// 1: the command ran but found nothing (where that applies).
+    NothingFound,
+    /// 2: an error; a message with a stable code went to stderr.
+    Error,
+}
+
+impl From<ExitStatus> for ExitCode {
+    fn from(s: ExitStatus) -> Self {
+        ExitCode::from(match s {
+            ExitStatus::Success => 0,
+            ExitStatus::NothingFound => 1,
+            ExitStatus::Error => 2,
+        })
+    }
+}
+
+/// pChronicle — discover, inspect and report AI-agent trajectories in place.
+///
+/// A Dataset is a directory; every trajectory file or store inside it is a
+/// Source. Results go to stdout; progress, the snapshot_id, counts and
+/// warnings go to stderr.
+///
+/// Exit codes: 0 success, 1 nothing found (where a command says so), 2 error.
+/// Every error carries a stable code such as PC-CAT-004 (see docs/errors.md).
+#[derive(Debug, Parser)]
+#[allow(missing_docs)]
+#[command(name = "pchronicle", version, max_term_width = 100, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command accepts.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// User settings file (TOML). Default: $XDG_CONFIG_HOME/pchronicle/settings.toml
+    /// or ~/.config/pchronicle/settings.toml.
+    #[arg(long, global = true, value_name = "FILE", env = "PCHRONICLE_SETTINGS")]
+    pub settings: Option<std::path::PathBuf>,
+    /// Print no progress or summary lines to stderr (errors and warnings still print).
+    #[arg(long, short = 'q', global = true)]
+    pub quiet: bool,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Set or print the default Warehouse (a local Dataset directory).
+    ///
+    /// With DIRECTORY: normalise it to an absolute path, create it when it is
+    /// missing, and store it in the settings file. Without: print the current
+    /// default. Commands that take a Dataset may then omit it.
+    Default(DefaultArgs),
+    /// List the Sources of a Dataset.
+    ///
+    /// One row per logical Source (a trajectory file, a Storyline Lance store,
+    /// an events store). --physical lists every file visited instead, with the
+    /// reason files were skipped. Exits 1 when no Source is found.
+    #[command(visible_alias = "list")]
+    Ls(LsArgs),
+    /// Read every Source and report its health and counts.
+    ///
+    /// Decodes each Source fully and reports runs, trajectories, steps and tool
+    /// calls per Source and in total, with problems found (degraded/error).
+    Status(StatusArgs),
+}
+
+/// `default [DIRECTORY]`
+#[derive(Debug, Args)]
+#[allow(missing_docs)]
+pub struct DefaultArgs {
+    /// Directory to make the default Warehouse (created when missing).
+    pub directory: Option<String>,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Output selection shared by reporting commands.
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// Output format: table on a terminal and JSON otherwise (auto), or forced.
+    #[arg(long, value_enum, default_value_t = OutputFormatArg::Auto)]
+    pub format: OutputFormatArg,
+}
+
+/// `--format auto|table|json`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormatArg {
+    /// Table when stdout is a terminal, JSON otherwise.
+    Auto,
+    /// Aligned columns for people.
+    Table,
+    /// One JSON object for scripts.
+    Json,
+}
+
+/// Dataset selection and discovery bounds shared by read commands.
+#[derive(Debug, Args)]
+pub struct DatasetArgs {
+    /// Dataset URI: a local directory (or file:///path). Defaults to the
+    /// default Warehouse (see `pchronicle default`).
+    pub dataset: Option<String>,
+    /// Stop with an error after this many candidate files.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pub max_files: u64,
+    /// Stop with an error after visiting this many directory entries.
+    #[arg(long, value_name = "N", default_value_t = 10_000_000)]
+    pub max_entries: u64,
+    /// How to treat a bad Source: report it (degraded/error) and go on, or fail.
+    #[arg(long, value_enum, default_value_t = ErrorsArg::Report)]
+    pub errors: ErrorsArg,
+}
+
+/// `--errors report|strict`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ErrorsArg {
+    /// Mark a bad Source degraded or error, with a reason, and continue.
+    Report,
+    /// Fail the command on the first Source that is not ready.
+    Strict,
+}
+
+/// `ls [DATASET]`
+#[derive(Debug, Args)]
+#[allow(missing_docs)]
+pub struct LsArgs {
+    #[command(flatten)]
+    pub dataset: DatasetArgs,
+    /// List every file visited (members of stores, skipped files and why).
+    #[arg(long)]
+    pub physical: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// `status [DATASET]`
+#[derive(Debug, Args)]
+#[allow(missing_docs)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub dataset: DatasetArgs,
+    /// Largest single JSON document or line accepted, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub max_document_bytes: u64,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Entry point used by `main`: parse, run, report, exit.
+pub fn main() -> ExitCode {
+    run_with_args(std::env::args_os()).into()
+}
+
+/// Parse `args` and run; returns the exit status. Errors are reported here.
+pub fn run_with_args<I: IntoIterator<Item = OsString>>(args: I) -> ExitStatus {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => return report_clap_error(&e),
+    };
+    let settings = match Settings::resolve(&cli) {
+        Ok(s) => s,
+        Err(e) => {
+            let err = Error::from(e);
+            out::report_error(&err, false);
+            return ExitStatus::Error;
+        }
+    };
+    let mut out = Out::new(&settings);
+    let result = cmd::run(&settings, &mut out).and_then(|status| {
+        out.flush()?;
+        Ok(status)
+    });
+    match result {
+        Ok(status) => status,
+        Err(e) if e.is_broken_pipe() => ExitStatus::Success,
+        Err(e) => {
+            out.discard();
+            out::report_error(&e, out.json());
+            ExitStatus::Error
+        }
+    }
+}
+
+fn report_clap_error(e: &clap::Error) -> ExitStatus {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let mut stdout = std::io::stdout().lock();
+            let _ = write!(stdout, "{}", e.render());
+            ExitStatus::Success
+        }
+        _ => {
+            let rendered = e.render().to_string();
+            let text = rendered.strip_prefix("error: ").map_or_else(
+                || format!("error[PC-CLI-001]: {rendered}"),
+                |rest| format!("error[PC-CLI-001]: {rest}"),
+            );
+            let _ = write!(std::io::stderr().lock(), "{text}");
+            ExitStatus::Error
+        }
+    }
+}

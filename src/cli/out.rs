@@ -1,0 +1,273 @@
+//! Output: stdout carries only the result (table or JSON); progress, the
+//! snapshot_id, counts and warnings go to stderr.
+
+use std::io::{BufWriter, Stdout, Write};
+use std::time::{Duration, Instant};
+
+use super::settings::{OutputFormat, Settings};
+use crate::error::Error;
+use crate::util::text::{display_width, escape_control, truncate_chars};
+
+/// The result writer for one command.
+pub struct Out {
+    stdout: Option<BufWriter<Stdout>>,
+    format: OutputFormat,
+    quiet: bool,
+    color: bool,
+    progress: bool,
+}
+
+impl Out {
+    /// Writers configured by the resolved settings.
+    pub fn new(settings: &Settings) -> Self {
+        Out {
+            stdout: Some(BufWriter::with_capacity(1 << 16, std::io::stdout())),
+            format: settings.format,
+            quiet: settings.quiet,
+            color: settings.color,
+            progress: settings.progress,
+        }
+    }
+
+    /// True when the result is JSON.
+    pub fn json(&self) -> bool {
+        self.format == OutputFormat::Json
+    }
+
+    /// The resolved result format.
+    pub fn format(&self) -> OutputFormat {
+        self.format
+    }
+
+    fn stdout(&mut self) -> &mut BufWriter<Stdout> {
+        self.stdout.get_or_insert_with(|| BufWriter::new(std::io::stdout()))
+    }
+
+    /// Write one JSON document (pretty, newline-terminated).
+    pub fn write_json<T: serde::Serialize + ?Sized>(&mut self, v: &T) -> Result<(), Error> {
+        let w = self.stdout();
+        serde_json::to_writer_pretty(&mut *w, v).map_err(|e| Error::Output(e.into()))?;
+        w.write_all(b"\n").map_err(Error::Output)
+    }
+
+    /// Write a table.
+    pub fn write_table(&mut self, t: &Table) -> Result<(), Error> {
+        let text = t.render();
+        self.stdout().write_all(text.as_bytes()).map_err(Error::Output)
+    }
+
+    /// Write raw text to stdout.
+    pub fn write_text(&mut self, s: &str) -> Result<(), Error> {
+        self.stdout().write_all(s.as_bytes()).map_err(Error::Output)
+    }
+
+    /// Flush stdout.
+    pub fn flush(&mut self) -> Result<(), Error> {
+        match self.stdout.as_mut() {
+            Some(w) => w.flush().map_err(Error::Output),
+            None => Ok(()),
+        }
+    }
+
+    /// Drop whatever result is still buffered (used on failure, so a failed
+    /// command does not leave a partial document on stdout).
+    pub fn discard(&mut self) {
+        if let Some(w) = self.stdout.take() {
+            let (_inner, _buffered) = w.into_parts();
+        }
+    }
+
+    /// An informational line on stderr (suppressed by --quiet).
+    pub fn info(&self, msg: &str) {
+        if !self.quiet {
+            let _ = writeln!(std::io::stderr().lock(), "{msg}");
+        }
+    }
+
+    /// A warning on stderr (always shown).
+    pub fn warn(&self, code: &str, msg: &str) {
+        let label = if self.color { "\x1b[33mwarning\x1b[0m" } else { "warning" };
+        let _ = writeln!(std::io::stderr().lock(), "{label}[{code}]: {}", escape_control(msg));
+    }
+
+    /// A live progress indicator (only on a terminal).
+    pub fn progress(&self, label: &'static str) -> Progress {
+        Progress { enabled: self.progress, label, last: None, shown: false }
+    }
+}
+
+/// Print an error with its code to stderr, and as JSON on stdout in JSON mode.
+pub fn report_error(err: &Error, json: bool) {
+    let color = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
+    let label = if color { "\x1b[31merror\x1b[0m" } else { "error" };
+    let _ = writeln!(std::io::stderr().lock(), "{label}[{}]: {}", err.code(), escape_control(&err.to_string()));
+    if json {
+        let doc = serde_json::json!({
+            "error": {
+                "code": err.code(),
+                "message": err.to_string(),
+                "source_path": err.source_path(),
+            }
+        });
+        let mut stdout = std::io::stdout().lock();
+        let _ = serde_json::to_writer_pretty(&mut stdout, &doc);
+        let _ = stdout.write_all(b"\n");
+    }
+}
+
+/// A throttled one-line progress display on stderr.
+pub struct Progress {
+    enabled: bool,
+    label: &'static str,
+    last: Option<Instant>,
+    shown: bool,
+}
+
+impl Progress {
+    /// Report the current count (redrawn at most ten times a second).
+    pub fn tick(&mut self, done: u64, total: Option<u64>) {
+        if !self.enabled {
+            return;
+        }
+        let now = Instant::now();
+        if self.last.is_some_and(|t| now.duration_since(t) < Duration::from_millis(100)) {
+            return;
+        }
+        self.last = Some(now);
+        self.shown = true;
+        let msg = match total {
+            Some(t) => format!("\r{} {done}/{t}\x1b[K", self.label),
+            None => format!("\r{} {done}\x1b[K", self.label),
+        };
+        let _ = std::io::stderr().lock().write_all(msg.as_bytes());
+    }
+
+    /// Clear the progress line.
+    pub fn finish(&mut self) {
+        if self.shown {
+            let _ = std::io::stderr().lock().write_all(b"\r\x1b[K");
+            self.shown = false;
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// Column alignment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Align {
+    /// Text columns.
+    Left,
+    /// Numbers.
+    Right,
+}
+
+/// A simple aligned text table; cells are escaped and bounded.
+#[derive(Debug, Clone)]
+pub struct Table {
+    headers: Vec<(&'static str, Align)>,
+    limits: Vec<Option<usize>>,
+    rows: Vec<Vec<String>>,
+    footer: Option<String>,
+}
+
+impl Table {
+    /// A table with these column headers.
+    pub fn new(headers: &[(&'static str, Align)]) -> Self {
+        Table { headers: headers.to_vec(), limits: vec![None; headers.len()], rows: Vec::new(), footer: None }
+    }
+
+    /// Cut cells of column `idx` to `chars` characters (for free text such
+    /// as previews and reasons; identifiers are never cut).
+    pub fn limit(&mut self, idx: usize, chars: usize) -> &mut Self {
+        self.limits[idx] = Some(chars);
+        self
+    }
+
+    /// Append a row (must have one cell per header).
+    pub fn row(&mut self, cells: Vec<String>) {
+        debug_assert_eq!(cells.len(), self.headers.len());
+        let cells = cells
+            .into_iter()
+            .zip(&self.limits)
+            .map(|(c, lim)| {
+                let escaped = escape_control(&c);
+                match lim {
+                    Some(n) => truncate_chars(&escaped, *n).into_owned(),
+                    None => escaped.into_owned(),
+                }
+            })
+            .collect();
+        self.rows.push(cells);
+    }
+
+    /// A line printed under the table.
+    pub fn footer(&mut self, s: impl Into<String>) {
+        self.footer = Some(s.into());
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// True with no rows.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Render to text.
+    pub fn render(&self) -> String {
+        let mut widths: Vec<usize> = self.headers.iter().map(|(h, _)| display_width(h)).collect();
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate() {
+                widths[i] = widths[i].max(display_width(c));
+            }
+        }
+        let mut out = String::new();
+        let line = |out: &mut String, cells: &mut dyn Iterator<Item = (&str, Align)>| {
+            let mut parts = Vec::new();
+            for (i, (c, align)) in cells.enumerate() {
+                let pad = widths[i].saturating_sub(display_width(c));
+                let last = i + 1 == widths.len();
+                parts.push(match align {
+                    Align::Right => format!("{}{c}", " ".repeat(pad)),
+                    Align::Left if last => c.to_string(),
+                    Align::Left => format!("{c}{}", " ".repeat(pad)),
+                });
+            }
+            out.push_str(parts.join("  ").trim_end());
+            out.push('\n');
+        };
+        line(&mut out, &mut self.headers.iter().map(|(h, a)| (*h, *a)));
+        for r in &self.rows {
+            line(&mut out, &mut r.iter().zip(self.headers.iter()).map(|(c, (_, a))| (c.as_str(), *a)));
+        }
+        if let Some(f) = &self.footer {
+            out.push_str(f);
+            out.push('\n');
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_aligns_and_escapes() {
+        let mut t = Table::new(&[("Name", Align::Left), ("N", Align::Right)]);
+        t.row(vec!["超时\x1b[2J".into(), "5".into()]);
+        t.row(vec!["ab".into(), "123".into()]);
+        insta::assert_snapshot!(t.render(), @r"
+        Name            N
+        超时\u{1b}[2J    5
+        ab            123
+        ");
+    }
+}

@@ -1,0 +1,386 @@
+//! Resolved settings: clap values + environment + settings file → one frozen
+//! value per run. All validation of user input to the CLI lives here.
+
+use std::collections::HashMap;
+use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
+
+use super::{Cli, Command, DatasetArgs, ErrorsArg, OutputFormatArg};
+use crate::catalog::{DatasetUri, DiscoveryLimits};
+
+/// Problems with flags, the environment or the settings file.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    /// No Dataset was given and no default Warehouse is set.
+    #[error("no Dataset given and no default Warehouse is set; pass a directory, or set one with `pchronicle default DIR`")]
+    NoDataset,
+    /// A flag value is out of range.
+    #[error("invalid value for {flag}: {reason}")]
+    InvalidValue {
+        /// The flag, e.g. `--max-files`.
+        flag: &'static str,
+        /// Why the value is refused.
+        reason: String,
+    },
+    /// The settings file exists but cannot be read.
+    #[error("cannot read settings file `{path}`: {reason}")]
+    Read {
+        /// Path of the settings file.
+        path: String,
+        /// Sanitised reason.
+        reason: String,
+    },
+    /// The settings file is not valid.
+    #[error("invalid settings file `{path}`: {reason}")]
+    Invalid {
+        /// Path of the settings file.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The settings file could not be written.
+    #[error("cannot write settings file `{path}`: {reason}")]
+    Write {
+        /// Path of the settings file.
+        path: String,
+        /// Sanitised reason.
+        reason: String,
+    },
+    /// The Dataset URI was refused.
+    #[error(transparent)]
+    Dataset(#[from] crate::catalog::CatalogError),
+    /// No home or config directory to keep settings in.
+    #[error("cannot locate a settings file: set HOME, XDG_CONFIG_HOME or PCHRONICLE_SETTINGS, or pass --settings")]
+    NoSettingsLocation,
+}
+
+impl SettingsError {
+    /// Stable error code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SettingsError::NoDataset => "PC-CLI-002",
+            SettingsError::InvalidValue { .. } => "PC-CLI-003",
+            SettingsError::Read { .. } => "PC-SET-001",
+            SettingsError::Invalid { .. } => "PC-SET-002",
+            SettingsError::Write { .. } => "PC-SET-003",
+            SettingsError::NoSettingsLocation => "PC-SET-004",
+            SettingsError::Dataset(e) => e.code(),
+        }
+    }
+}
+
+/// What the process environment contributes; a plain value so tests can build one.
+#[derive(Debug, Clone)]
+pub struct Env {
+    /// Working directory for relative paths.
+    pub cwd: PathBuf,
+    /// Environment variables of interest.
+    pub vars: HashMap<String, String>,
+    /// Whether stdout is a terminal.
+    pub stdout_tty: bool,
+    /// Whether stderr is a terminal.
+    pub stderr_tty: bool,
+}
+
+impl Env {
+    /// Read the real process environment.
+    pub fn from_process() -> Self {
+        let vars = ["HOME", "XDG_CONFIG_HOME", "NO_COLOR", "PCHRONICLE_SETTINGS"]
+            .iter()
+            .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_string(), v)))
+            .collect();
+        Env {
+            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+            vars,
+            stdout_tty: std::io::stdout().is_terminal(),
+            stderr_tty: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn var(&self, k: &str) -> Option<&str> {
+        self.vars.get(k).map(String::as_str).filter(|v| !v.is_empty())
+    }
+}
+
+/// Output format after `auto` is resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// Aligned text columns.
+    Table,
+    /// One JSON document.
+    Json,
+}
+
+/// Settings shared by commands that read a Dataset.
+#[derive(Debug, Clone)]
+pub struct ReadSettings {
+    /// The normalised Dataset.
+    pub dataset: DatasetUri,
+    /// Discovery bounds.
+    pub limits: DiscoveryLimits,
+    /// Fail on the first Source that is not ready.
+    pub strict: bool,
+}
+
+/// The resolved command.
+#[derive(Debug, Clone)]
+pub enum CommandSettings {
+    /// `default`
+    Default {
+        /// The directory to set (normalised, absolute), or `None` to print.
+        set: Option<PathBuf>,
+    },
+    /// `ls`
+    Ls {
+        /// Dataset and bounds.
+        read: ReadSettings,
+        /// Expand physical files.
+        physical: bool,
+    },
+    /// `status`
+    Status {
+        /// Dataset and bounds.
+        read: ReadSettings,
+        /// Largest document accepted.
+        max_document_bytes: u64,
+    },
+}
+
+/// Everything a command needs, frozen before it runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The command and its settings.
+    pub command: CommandSettings,
+    /// Result format.
+    pub format: OutputFormat,
+    /// Suppress progress and summaries on stderr.
+    pub quiet: bool,
+    /// Colour on stderr.
+    pub color: bool,
+    /// Show live progress (stderr is a terminal and not quiet).
+    pub progress: bool,
+    /// The user settings file in effect.
+    pub settings_path: Option<PathBuf>,
+}
+
+/// The user settings file.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserSettings {
+    /// Absolute, normalised path of the default Warehouse.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_warehouse: Option<String>,
+}
+
+impl UserSettings {
+    /// Load from `path`; a missing file is empty settings.
+    pub fn load(path: &Path) -> Result<Self, SettingsError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(e) => {
+                return Err(SettingsError::Read { path: path.display().to_string(), reason: e.to_string() })
+            }
+        };
+        let s: UserSettings = toml::from_str(&text).map_err(|e| SettingsError::Invalid {
+            path: path.display().to_string(),
+            reason: e.message().to_string(),
+        })?;
+        if let Some(w) = &s.default_warehouse {
+            if !Path::new(w).is_absolute() {
+                return Err(SettingsError::Invalid {
+                    path: path.display().to_string(),
+                    reason: "default_warehouse must be an absolute path".into(),
+                });
+            }
+        }
+        Ok(s)
+    }
+
+    /// Write atomically (temporary file + rename) to `path`.
+    pub fn save(&self, path: &Path) -> Result<(), SettingsError> {
+        let err = |e: std::io::Error| SettingsError::Write { path: path.display().to_string(), reason: e.to_string() };
+        let text = toml::to_string(self).map_err(|e| SettingsError::Write {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(err)?;
+        }
+        let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+        std::fs::write(&tmp, format!("# pChronicle user settings\n{text}")).map_err(err)?;
+        std::fs::rename(&tmp, path).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            err(e)
+        })
+    }
+}
+
+impl Settings {
+    /// Resolve against the real process environment.
+    pub fn resolve(cli: &Cli) -> Result<Self, SettingsError> {
+        Self::resolve_with(cli, &Env::from_process())
+    }
+
+    /// Resolve against an explicit environment (unit-testable).
+    pub fn resolve_with(cli: &Cli, env: &Env) -> Result<Self, SettingsError> {
+        let settings_path = settings_location(cli.global.settings.as_deref(), env);
+        let (command, format_arg) = match &cli.command {
+            Command::Default(a) => {
+                let set = a
+                    .directory
+                    .as_deref()
+                    .map(|d| {
+                        if d.trim().is_empty() {
+                            return Err(SettingsError::InvalidValue { flag: "DIRECTORY", reason: "empty path".into() });
+                        }
+                        match DatasetUri::parse(d, &env.cwd) {
+                            Ok(DatasetUri::Local(p)) => Ok(p),
+                            Err(e) => Err(SettingsError::InvalidValue { flag: "DIRECTORY", reason: e.to_string() }),
+                        }
+                    })
+                    .transpose()?;
+                if set.is_some() || settings_path.is_some() {
+                    (CommandSettings::Default { set }, a.output.format)
+                } else {
+                    return Err(SettingsError::NoSettingsLocation);
+                }
+            }
+            Command::Ls(a) => (
+                CommandSettings::Ls {
+                    read: read_settings(&a.dataset, env, settings_path.as_deref())?,
+                    physical: a.physical,
+                },
+                a.output.format,
+            ),
+            Command::Status(a) => {
+                if a.max_document_bytes == 0 {
+                    return Err(SettingsError::InvalidValue { flag: "--max-document-bytes", reason: "must be > 0".into() });
+                }
+                (
+                    CommandSettings::Status {
+                        read: read_settings(&a.dataset, env, settings_path.as_deref())?,
+                        max_document_bytes: a.max_document_bytes,
+                    },
+                    a.output.format,
+                )
+            }
+        };
+        let format = match format_arg {
+            OutputFormatArg::Table => OutputFormat::Table,
+            OutputFormatArg::Json => OutputFormat::Json,
+            OutputFormatArg::Auto if env.stdout_tty => OutputFormat::Table,
+            OutputFormatArg::Auto => OutputFormat::Json,
+        };
+        let no_color = env.var("NO_COLOR").is_some();
+        Ok(Settings {
+            command,
+            format,
+            quiet: cli.global.quiet,
+            color: env.stderr_tty && !no_color,
+            progress: env.stderr_tty && !cli.global.quiet,
+            settings_path,
+        })
+    }
+}
+
+fn settings_location(flag: Option<&Path>, env: &Env) -> Option<PathBuf> {
+    if let Some(p) = flag {
+        return Some(crate::util::path::lexical_absolute(p, &env.cwd));
+    }
+    if let Some(p) = env.var("PCHRONICLE_SETTINGS") {
+        return Some(crate::util::path::lexical_absolute(Path::new(p), &env.cwd));
+    }
+    if let Some(x) = env.var("XDG_CONFIG_HOME") {
+        return Some(Path::new(x).join("pchronicle").join("settings.toml"));
+    }
+    env.var("HOME").map(|h| Path::new(h).join(".config").join("pchronicle").join("settings.toml"))
+}
+
+fn read_settings(a: &DatasetArgs, env: &Env, settings_path: Option<&Path>) -> Result<ReadSettings, SettingsError> {
+    if a.max_files == 0 {
+        return Err(SettingsError::InvalidValue { flag: "--max-files", reason: "must be > 0".into() });
+    }
+    if a.max_entries == 0 {
+        return Err(SettingsError::InvalidValue { flag: "--max-entries", reason: "must be > 0".into() });
+    }
+    let dataset = match &a.dataset {
+        Some(uri) => DatasetUri::parse(uri, &env.cwd)?,
+        None => {
+            let user = match settings_path {
+                Some(p) => UserSettings::load(p)?,
+                None => UserSettings::default(),
+            };
+            let w = user.default_warehouse.ok_or(SettingsError::NoDataset)?;
+            DatasetUri::local(Path::new(&w), &env.cwd)
+        }
+    };
+    Ok(ReadSettings {
+        dataset,
+        limits: DiscoveryLimits { max_files: a.max_files, max_entries: a.max_entries },
+        strict: a.errors == ErrorsArg::Strict,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    fn env(dir: &Path) -> Env {
+        let mut vars = HashMap::new();
+        vars.insert("PCHRONICLE_SETTINGS".to_string(), dir.join("s.toml").display().to_string());
+        Env { cwd: dir.to_path_buf(), vars, stdout_tty: false, stderr_tty: false }
+    }
+
+    fn resolve(args: &[&str], env: &Env) -> Result<Settings, SettingsError> {
+        let cli = Cli::try_parse_from(std::iter::once("pchronicle").chain(args.iter().copied())).unwrap();
+        Settings::resolve_with(&cli, env)
+    }
+
+    #[test]
+    fn auto_format_follows_tty() {
+        let d = tempfile::tempdir().unwrap();
+        let mut e = env(d.path());
+        assert_eq!(resolve(&["ls", "."], &e).unwrap().format, OutputFormat::Json);
+        e.stdout_tty = true;
+        assert_eq!(resolve(&["ls", "."], &e).unwrap().format, OutputFormat::Table);
+        assert_eq!(resolve(&["ls", ".", "--format", "json"], &e).unwrap().format, OutputFormat::Json);
+    }
+
+    #[test]
+    fn dataset_falls_back_to_default_warehouse() {
+        let d = tempfile::tempdir().unwrap();
+        let e = env(d.path());
+        assert_eq!(resolve(&["status"], &e).unwrap_err().code(), "PC-CLI-002");
+        let wh = d.path().join("wh");
+        std::fs::create_dir(&wh).unwrap();
+        UserSettings { default_warehouse: Some(wh.display().to_string()) }.save(&d.path().join("s.toml")).unwrap();
+        let s = resolve(&["status"], &e).unwrap();
+        let CommandSettings::Status { read, .. } = s.command else { panic!() };
+        assert_eq!(read.dataset, DatasetUri::local(&wh, d.path()));
+        // An explicit URI wins.
+        let s = resolve(&["ls", "/"], &e).unwrap();
+        let CommandSettings::Ls { read, .. } = s.command else { panic!() };
+        assert_eq!(read.dataset.to_string(), "/");
+    }
+
+    #[test]
+    fn bad_values_have_codes() {
+        let d = tempfile::tempdir().unwrap();
+        let e = env(d.path());
+        assert_eq!(resolve(&["ls", ".", "--max-files", "0"], &e).unwrap_err().code(), "PC-CLI-003");
+        std::fs::write(d.path().join("s.toml"), "nonsense = 1\n").unwrap();
+        assert_eq!(resolve(&["ls"], &e).unwrap_err().code(), "PC-SET-002");
+    }
+
+    #[test]
+    fn no_color_respected() {
+        let d = tempfile::tempdir().unwrap();
+        let mut e = env(d.path());
+        e.stderr_tty = true;
+        assert!(resolve(&["ls", "."], &e).unwrap().color);
+        e.vars.insert("NO_COLOR".into(), "1".into());
+        assert!(!resolve(&["ls", "."], &e).unwrap().color);
+    }
+}

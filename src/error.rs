@@ -1,0 +1,58 @@
+//! The top-level error: one variant per layer, each carrying a stable code.
+//!
+//! Codes look like `PC-CAT-003` and are never reused once published; the full
+//! table lives in `docs/errors.md` and a test keeps the two in step.
+
+use crate::catalog::CatalogError;
+use crate::cli::settings::SettingsError;
+use crate::formats::FormatError;
+
+/// Result alias used across the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Any error pChronicle reports to a user.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Catalog: Dataset URIs, discovery, snapshots.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// A trajectory file could not be decoded.
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    /// Settings: flags, environment and the settings file.
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    /// Writing the result failed (other than a closed pipe).
+    #[error("cannot write output: {0}")]
+    Output(std::io::Error),
+    /// A bug: an invariant did not hold.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// The stable error code, e.g. `PC-CAT-003`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Catalog(e) => e.code(),
+            Error::Format(e) => e.code(),
+            Error::Settings(e) => e.code(),
+            Error::Output(_) => "PC-IO-001",
+            Error::Internal(_) => "PC-INT-001",
+        }
+    }
+
+    /// The Source this error concerns, when there is one (Dataset-relative).
+    pub fn source_path(&self) -> Option<&str> {
+        match self {
+            Error::Catalog(e) => e.source_path(),
+            Error::Format(e) => e.source_path(),
+            _ => None,
+        }
+    }
+
+    /// True when the error is a closed stdout, which exits quietly.
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(self, Error::Output(e) if e.kind() == std::io::ErrorKind::BrokenPipe)
+    }
+}

@@ -1,0 +1,502 @@
+//! OpenAI chat messages → Storyline, in both shapes:
+//!
+//! - **SFT examples** `{"messages":[…],"tools":[…]}` (one per line or in an
+//!   array): one example is one trajectory, one message one turn. There are
+//!   no ids in this shape, so the session id is generated Source-locally
+//!   (`<record>`), and reported.
+//! - **Row-per-LLM-call corpora** (`session_id`, `step_id`, `messages`,
+//!   `response`, …): rows group by `session_id` and sort by `step_id`; the
+//!   first row's history becomes copied context turns, each row adds its last
+//!   user message (when new) and its output. Tool results attach to the turn
+//!   whose call they answer (by `tool_call_id`), once.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::{json, Map, Value};
+
+use super::json::RecordPos;
+use super::model::{Agent, Env, Origin, Storyline, Task, ToolCall, Turn};
+use super::residual::{canonical_digest, join, Residual};
+use super::{locator, DecodeCtx, Diagnostic, FormatError};
+
+/// Source name in `unknown_fields`.
+pub const SOURCE: &str = "openai-msg";
+const ARRAYS: &[&str] = &["session_steps", "messages", "tool_calls"];
+
+/// Reasoning spellings, in order of preference.
+const REASONING_KEYS: &[&str] = &["reasoning_content", "reasoning", "thinking"];
+
+fn role_src(role: &str) -> &'static str {
+    match role {
+        "system" | "developer" => "system",
+        "user" => "user",
+        "assistant" => "agent",
+        "tool" | "function" => "tool",
+        _ => "unknown",
+    }
+}
+
+/// Reasoning text of a message: the first reasoning key with a string, or
+/// `thinking` content parts.
+fn reasoning_of(m: &Map<String, Value>) -> Option<String> {
+    for k in REASONING_KEYS {
+        if let Some(Value::String(s)) = m.get(*k) {
+            if !s.is_empty() {
+                return Some(s.clone());
+            }
+        }
+    }
+    if let Some(Value::Array(parts)) = m.get("content") {
+        let t: Vec<&str> = parts
+            .iter()
+            .filter(|p| p.get("type").and_then(Value::as_str) == Some("thinking"))
+            .filter_map(|p| p.get("thinking").or_else(|| p.get("text")).and_then(Value::as_str))
+            .collect();
+        if !t.is_empty() {
+            return Some(t.join("\n"));
+        }
+    }
+    None
+}
+
+/// Map OpenAI `tool_calls` to Storyline calls. Arguments given as a JSON
+/// string are parsed; unparsable strings are kept as strings.
+fn convert_calls(calls: &[Value], step: i64) -> Vec<ToolCall> {
+    calls
+        .iter()
+        .enumerate()
+        .filter_map(|(c, call)| {
+            let o = call.as_object()?;
+            let f = o.get("function").and_then(Value::as_object);
+            let func = f.and_then(|f| f.get("name")).or_else(|| o.get("name")).and_then(Value::as_str)?.to_string();
+            let tcid = o
+                .get("id")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map_or_else(|| format!("step-{step}-tool-{c}"), str::to_string);
+            let raw = f.and_then(|f| f.get("arguments")).or_else(|| o.get("arguments")).cloned().unwrap_or(Value::Null);
+            let args = match raw {
+                Value::String(s) => serde_json::from_str(&s).unwrap_or(Value::String(s)),
+                other => other,
+            };
+            Some(ToolCall { tcid, func, args, result: None, duration_ms: None, extra: None, kind: None, response: None })
+        })
+        .collect()
+}
+
+fn attach_result(turns: &mut [Turn], owner: &HashMap<String, usize>, fallback: Option<usize>, tcid: &str, content: Value) -> bool {
+    let (idx, linked) = match owner.get(tcid) {
+        Some(&i) => (i, true),
+        None => match fallback {
+            Some(i) => (i, false),
+            None => return false,
+        },
+    };
+    let t = &mut turns[idx];
+    let obs = t.observation.get_or_insert_with(|| json!({ "results": [] }));
+    if let Some(Value::Array(r)) = obs.get_mut("results") {
+        r.push(json!({ "source_call_id": tcid, "content": content }));
+    }
+    linked
+}
+
+/// Decode one SFT example.
+pub fn decode_sft(v: Value, pos: RecordPos, ctx: &mut DecodeCtx, sink: &mut dyn FnMut(Storyline)) -> Result<(), FormatError> {
+    let at = locator(pos);
+    let Value::Object(mut o) = v else {
+        return Err(ctx.schema(at, "an OpenAI example must be a JSON object"));
+    };
+    let Some(Value::Array(messages)) = o.remove("messages") else {
+        return Err(FormatError::NotThisFormat { source_path: ctx.source_path.clone(), record: pos.index + 1, expected: "OpenAI messages" });
+    };
+    let session = format!("{}", pos.index + 1);
+    ctx.diag(Diagnostic::GENERATED_ID, format!("{at} /session"), format!("OpenAI examples carry no ids; session `{session}` generated"));
+    let mut doc = Storyline::new(session, "openai-import");
+    doc.origin = Some(Origin { format: SOURCE.into(), schema_version: None, document_id: None });
+    let prefix = if pos.line > 0 { String::new() } else { format!("/{}", pos.index) };
+    let mut res = Residual::default();
+    doc.agent.tools = o.remove("tools").or_else(|| o.remove("functions"));
+    let mut owner: HashMap<String, usize> = HashMap::new();
+    let mut seen = HashSet::new();
+    for (i, m) in messages.into_iter().enumerate() {
+        let mp = format!("{prefix}/messages/{i}");
+        let Value::Object(mut mo) = m else {
+            return Err(ctx.schema(format!("{at} {mp}"), "a message must be an object"));
+        };
+        let role = mo.get("role").and_then(Value::as_str).unwrap_or("").to_string();
+        if role == "tool" || role == "function" {
+            let tcid = mo.get("tool_call_id").and_then(Value::as_str).unwrap_or("").to_string();
+            let content = mo.remove("content").unwrap_or(Value::Null);
+            let fallback = doc.turns.len().checked_sub(1);
+            if tcid.is_empty() || !attach_result(&mut doc.turns, &owner, fallback, &tcid, content) {
+                ctx.diag(Diagnostic::ORPHAN_RESULT, format!("{at} {mp}"), format!("tool message names no earlier call (`{tcid}`)"));
+            }
+            for k in ["role", "tool_call_id"] {
+                mo.remove(k);
+            }
+            res.rest(&mp, mo);
+            continue;
+        }
+        let id = i as i64 + 1;
+        let mut turn = Turn::new(id, role_src(&role), mo.remove("content").unwrap_or(Value::Null));
+        turn.reason = reasoning_of(&mo);
+        if let Some(Value::Array(calls)) = mo.remove("tool_calls") {
+            let c = convert_calls(&calls, id);
+            for call in &c {
+                if !seen.insert(call.tcid.clone()) {
+                    ctx.diag(Diagnostic::DUPLICATE_TOOL_CALL_ID, format!("{at} {mp}/tool_calls"), format!("tool call id `{}` is used more than once", call.tcid));
+                }
+                owner.insert(call.tcid.clone(), doc.turns.len());
+            }
+            turn.tool_calls = Some(c);
+        }
+        mo.remove("role");
+        if role != "system" && role != "user" && role != "assistant" {
+            res.put(join(&mp, "role"), Value::String(role));
+        }
+        res.rest(&mp, mo);
+        doc.turns.push(turn);
+    }
+    res.rest(&prefix, o);
+    if !res.is_empty() {
+        let d = format!("{}#{}", ctx.source_path, pos.index + 1);
+        res.apply(&mut doc, SOURCE, &d, ARRAYS);
+    }
+    sink(doc);
+    Ok(())
+}
+
+/// Collects rows of a row-per-call corpus; sessions are built at the end.
+#[derive(Debug, Default)]
+pub struct RowCollector {
+    rows: Vec<(usize, Map<String, Value>)>,
+}
+
+impl RowCollector {
+    /// Add one record: a row, or an envelope with `session_steps`.
+    pub fn push(&mut self, v: Value, pos: RecordPos, ctx: &mut DecodeCtx) -> Result<(), FormatError> {
+        match v {
+            Value::Object(mut o) if o.contains_key("session_steps") => {
+                if let Some(Value::Array(rows)) = o.remove("session_steps") {
+                    for r in rows {
+                        self.push(r, pos, ctx)?;
+                    }
+                }
+                Ok(())
+            }
+            Value::Object(o) => {
+                if !o.contains_key("session_id") {
+                    return Err(ctx.schema(format!("{} /session_id", locator(pos)), "an OpenAI row needs session_id"));
+                }
+                self.rows.push((self.rows.len(), o));
+                Ok(())
+            }
+            _ => Err(ctx.schema(locator(pos), "an OpenAI row must be a JSON object")),
+        }
+    }
+
+    /// Build one Storyline per session, in order of first appearance.
+    pub fn finish(self, ctx: &mut DecodeCtx, sink: &mut dyn FnMut(Storyline)) -> Result<(), FormatError> {
+        let mut order: Vec<String> = Vec::new();
+        let mut groups: HashMap<String, Vec<(usize, Map<String, Value>)>> = HashMap::new();
+        for (r, row) in self.rows {
+            let sid = match row.get("session_id") {
+                Some(Value::String(s)) if !s.is_empty() => s.clone(),
+                Some(Value::Number(n)) => n.to_string(),
+                _ => return Err(ctx.schema(format!("/session_steps/{r}/session_id"), "must be a non-empty string")),
+            };
+            if !groups.contains_key(&sid) {
+                order.push(sid.clone());
+            }
+            groups.entry(sid).or_default().push((r, row));
+        }
+        for sid in order {
+            let mut rows = groups.remove(&sid).unwrap_or_default();
+            rows.sort_by_key(|(r, row)| (row.get("step_id").and_then(Value::as_i64).unwrap_or(i64::MAX), *r));
+            let doc = build_session(&sid, rows, ctx)?;
+            sink(doc);
+        }
+        Ok(())
+    }
+}
+
+const ROW_METRICS: &[&str] = &["reward", "step_reward", "is_terminal", "is_truncated", "is_session_completed", "is_trainable"];
+const ENV_METRICS: &[&str] = &[
+    "prompt_tokens", "completion_tokens", "total_tokens", "request_bytes", "response_bytes", "output_bytes",
+    "output_chunk_count", "finish_reason", "status_code", "retry_count", "upstream_latency_ms",
+    "gateway_overhead_ms", "total_latency_ms", "ttft_ms", "truncate_reason", "error_type", "error_text",
+    "client_cancelled", "upstream_cancelled", "synthetic_stop", "is_truncated", "is_session_completed",
+    "max_steps", "is_stream", "payload_sampled", "created_at", "completed_at",
+];
+
+fn decode_json_string(v: Value) -> Value {
+    match v {
+        Value::String(s) => serde_json::from_str(&s).unwrap_or(Value::String(s)),
+        other => other,
+    }
+}
+
+fn usable(m: &Map<String, Value>) -> bool {
+    let content_ok = match m.get("content") {
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Array(parts)) => parts.iter().any(|p| p.get("text").and_then(Value::as_str).is_some_and(|t| !t.is_empty())),
+        _ => false,
+    };
+    let calls_ok = m.get("tool_calls").and_then(Value::as_array).is_some_and(|c| !c.is_empty());
+    content_ok || calls_ok
+}
+
+fn build_session(sid: &str, rows: Vec<(usize, Map<String, Value>)>, ctx: &mut DecodeCtx) -> Result<Storyline, FormatError> {
+    let mut doc = Storyline::new(sid, "openai-import");
+    doc.origin = Some(Origin { format: SOURCE.into(), schema_version: None, document_id: Some(ctx.source_path.clone()) });
+    let mut res = Residual::default();
+    let mut owner: HashMap<String, usize> = HashMap::new();
+    let mut seen_results: HashSet<String> = HashSet::new();
+    let mut seen_calls: HashSet<String> = HashSet::new();
+    let mut step_ids = HashSet::new();
+    let mut agent_id: Option<String> = None;
+    let mut last_request: Option<Value> = None;
+    let mut context_count = 0i64;
+    let mut env = Env::default();
+    let mut state = Map::new();
+    for (n, (r, mut row)) in rows.into_iter().enumerate() {
+        let rp = format!("/session_steps/{r}");
+        let step_id = match row.remove("step_id").and_then(|v| v.as_i64()) {
+            Some(s) => s,
+            None => {
+                ctx.diag(Diagnostic::GENERATED_ID, format!("{rp}/step_id"), format!("row without step_id; using {}", n + 1));
+                n as i64 + 1
+            }
+        };
+        if !step_ids.insert(step_id) {
+            ctx.diag(Diagnostic::STEP_ORDER, format!("{rp}/step_id"), format!("step_id {step_id} appears twice in session `{sid}`"));
+        }
+        row.remove("session_id");
+        for key in ["run_id", "run_bucket", "job_id"] {
+            if let Some(Value::String(v)) = row.remove(key) {
+                match &doc.run {
+                    None if !v.is_empty() => doc.run = Some(v),
+                    Some(existing) if *existing != v && !v.is_empty() => {
+                        ctx.diag(Diagnostic::LENIENT_VALUE, format!("{rp}/{key}"), format!("run `{v}` differs from `{existing}` earlier in the session"));
+                        res.put(join(&rp, key), Value::String(v));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let meta = row.remove("meta_json").map(decode_json_string);
+        let mut env_state = Map::new();
+        if let Some(Value::Object(mut mo)) = meta {
+            if let Some(Value::String(s)) = mo.remove("source") {
+                agent_id.get_or_insert(s);
+            }
+            if let Some(es) = mo.remove("env_state").map(decode_json_string) {
+                if let Value::Object(es) = es {
+                    env_state = es;
+                } else {
+                    res.put(format!("{rp}/meta_json/env_state"), es);
+                }
+            }
+            if let Some(g) = mo.remove("group_id") {
+                state.entry("group_id").or_insert(g);
+            }
+            res.rest(&format!("{rp}/meta_json"), mo);
+        }
+        if let Some(Value::String(a)) = row.remove("agent_id") {
+            agent_id = Some(a);
+        }
+        let model = row
+            .remove("agent_model")
+            .or_else(|| row.remove("llm_model"))
+            .and_then(|v| v.as_str().map(str::to_string));
+        row.remove("llm_model");
+        if doc.agent.model.is_none() {
+            doc.agent.model.clone_from(&model);
+        }
+        if let Some(Value::String(e)) = row.remove("env_name") {
+            env.name.get_or_insert(e);
+        }
+        for key in ["dataset_type", "dt"] {
+            if let Some(v) = row.remove(key) {
+                state.entry(key).or_insert(v);
+            }
+        }
+        if row.get("env_id").and_then(Value::as_str) == Some(sid) {
+            row.remove("env_id");
+        }
+        let created_at = row.remove("created_at").filter(|v| !v.is_null());
+        let event_id = row.remove("id");
+        let messages: Vec<Value> = match row.remove("messages").or_else(|| row.remove("messages_json").map(decode_json_string)) {
+            Some(Value::Array(m)) => m,
+            _ => Vec::new(),
+        };
+        let response = row.remove("response").or_else(|| row.remove("response_json").map(decode_json_string));
+        let mut metrics = Map::new();
+        for k in ENV_METRICS {
+            if let Some(v) = env_state.remove(*k) {
+                metrics.insert((*k).to_string(), v);
+            }
+        }
+        for k in ROW_METRICS {
+            if let Some(v) = row.remove(*k) {
+                metrics.insert((*k).to_string(), v);
+            }
+        }
+        if let Some(Value::String(e)) = env_state.remove("endpoint") {
+            env.endpoint.get_or_insert(e);
+        }
+        for k in ["redaction_policy", "upstream_base_url", "weight_version"] {
+            if let Some(v) = env_state.remove(k) {
+                state.entry(k).or_insert(v);
+            }
+        }
+        let mut turn_env = Env::default();
+        if let Some(Value::String(e)) = event_id {
+            turn_env.id = Some(e);
+        }
+        if let Some(Value::String(e)) = env_state.remove("event_type") {
+            turn_env.event_type = Some(e);
+        }
+        if let Some(Value::String(e)) = env_state.remove("request_id") {
+            turn_env.request_id = Some(e);
+        }
+        for k in ["session_id", "requested_model", "llm_step_index"] {
+            env_state.remove(k);
+        }
+        if !env_state.is_empty() {
+            res.rest(&format!("{rp}/meta_json/env_state"), env_state);
+        }
+        for k in ["chosen_response", "rejected_response", "ground_truth_answer", "reference_answer", "blob_manifest"] {
+            match row.remove(k) {
+                None | Some(Value::Null) => {}
+                Some(Value::Array(a)) if a.is_empty() => {}
+                Some(Value::String(s)) if s.is_empty() => {}
+                Some(v) => res.put(join(&rp, k), v),
+            }
+        }
+        res.rest(&rp, row);
+
+        let last_user = messages.iter().rposition(|m| m.get("role").and_then(Value::as_str) == Some("user"));
+        if n == 0 {
+            for m in messages.iter().take(last_user.unwrap_or(0)) {
+                let Some(mo) = m.as_object() else { continue };
+                let role = mo.get("role").and_then(Value::as_str).unwrap_or("");
+                if !matches!(role, "system" | "developer" | "user" | "assistant") {
+                    continue;
+                }
+                context_count += 1;
+                let mut t = Turn::new(context_count, role_src(role), mo.get("content").cloned().unwrap_or(Value::Null));
+                t.copied = Some(true);
+                if role == "assistant" {
+                    if let Some(Value::Array(calls)) = mo.get("tool_calls") {
+                        let c = convert_calls(calls, context_count);
+                        for call in &c {
+                            seen_calls.insert(call.tcid.clone());
+                            owner.insert(call.tcid.clone(), doc.turns.len());
+                        }
+                        if !c.is_empty() {
+                            t.tool_calls = Some(c);
+                        }
+                    }
+                    t.kind = Some(if t.tool_calls.is_some() { "autonomous" } else { "llm.response" }.into());
+                } else {
+                    t.kind = Some(if role == "user" { "llm.request" } else { "context" }.into());
+                }
+                doc.turns.push(t);
+            }
+        }
+        // Request turn: the row's last user message, when it is new.
+        if let Some(u) = last_user {
+            let content = messages[u].get("content").cloned().unwrap_or(Value::Null);
+            if last_request.as_ref() != Some(&content) {
+                let mut t = Turn::new(context_count + 2 * step_id - 1, "user", content.clone());
+                t.kind = Some("llm.request".into());
+                t.ts.clone_from(&created_at);
+                doc.turns.push(t);
+                last_request = Some(content);
+            }
+        }
+        // Tool results in this row answer earlier calls.
+        let resp_index = doc.turns.len();
+        let mut pending_results = Vec::new();
+        for m in &messages {
+            if m.get("role").and_then(Value::as_str) != Some("tool") {
+                continue;
+            }
+            let tcid = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
+            if tcid.is_empty() || !seen_results.insert(tcid.to_string()) {
+                continue;
+            }
+            pending_results.push((tcid.to_string(), m.get("content").cloned().unwrap_or(Value::Null)));
+        }
+        // Response turn.
+        let output = match response.as_ref().and_then(Value::as_object) {
+            Some(r) if usable(r) => Some(r.clone()),
+            _ => messages
+                .iter()
+                .rev()
+                .filter_map(Value::as_object)
+                .find(|m| m.get("role").and_then(Value::as_str) == Some("assistant") && (usable(m) || m.get("refusal").is_some_and(|r| !r.is_null())))
+                .cloned(),
+        };
+        let Some(out) = output else {
+            ctx.diag(Diagnostic::LENIENT_VALUE, rp.clone(), "row has no usable assistant output");
+            for (tcid, content) in pending_results {
+                attach_result(&mut doc.turns, &owner, None, &tcid, content);
+            }
+            continue;
+        };
+        let mut msg = out.get("content").cloned().unwrap_or(Value::Null);
+        if msg.is_null() || msg.as_str() == Some("") {
+            if let Some(r) = out.get("refusal").filter(|r| !r.is_null()) {
+                msg = r.clone();
+            }
+        }
+        let mut t = Turn::new(context_count + 2 * step_id, "agent", msg);
+        t.nllm = Some(1);
+        t.reason = reasoning_of(&out);
+        t.model = model;
+        t.ts = created_at;
+        if let Some(Value::Array(calls)) = out.get("tool_calls") {
+            let c = convert_calls(calls, t.id);
+            for call in &c {
+                if !seen_calls.insert(call.tcid.clone()) {
+                    ctx.diag(Diagnostic::DUPLICATE_TOOL_CALL_ID, format!("{rp}/response/tool_calls"), format!("tool call id `{}` is used more than once", call.tcid));
+                }
+                owner.insert(call.tcid.clone(), resp_index);
+            }
+            if !c.is_empty() {
+                t.tool_calls = Some(c);
+            }
+        }
+        t.kind = Some(if t.tool_calls.is_some() { "autonomous" } else { "llm.response" }.into());
+        t.latency_ms = metrics.get("total_latency_ms").and_then(Value::as_i64);
+        t.ttft_ms = metrics.get("ttft_ms").and_then(Value::as_i64);
+        if !metrics.is_empty() {
+            t.metrics = Some(Value::Object(metrics));
+        }
+        if turn_env != Env::default() {
+            t.env = Some(turn_env);
+        }
+        doc.turns.push(t);
+        for (tcid, content) in pending_results {
+            if !attach_result(&mut doc.turns, &owner, Some(resp_index), &tcid, content) {
+                ctx.diag(Diagnostic::ORPHAN_RESULT, rp.clone(), format!("tool result `{tcid}` names no call of this session"));
+            }
+        }
+    }
+    doc.final_metrics = doc.turns.iter().rev().find(|t| t.src == "agent").and_then(|t| t.metrics.clone());
+    let aid = agent_id.or_else(|| doc.agent.model.clone()).unwrap_or_else(|| "openai-import".into());
+    doc.agent = Agent { id: aid.clone(), name: Some(aid), ..doc.agent };
+    if !state.is_empty() {
+        env.state = Some(state);
+    }
+    if env != Env::default() {
+        doc.task = Some(Task { env: Some(env), llm: None, result: None });
+    }
+    if !res.is_empty() {
+        let digest = canonical_digest(&Value::String(format!("{}#{sid}", ctx.source_path)));
+        res.apply(&mut doc, SOURCE, &digest, ARRAYS);
+    }
+    Ok(doc)
+}

@@ -1,0 +1,136 @@
+//! Source residuals: values of a source document that have no Storyline
+//! field, kept by JSON Pointer in `unknown_fields` so export can put them back.
+
+use serde_json::{json, Map, Value};
+
+use super::model::Storyline;
+
+/// Escape one JSON Pointer reference token (RFC 6901).
+pub fn escape_token(s: &str) -> String {
+    if !s.contains(['~', '/']) {
+        return s.to_string();
+    }
+    s.replace('~', "~0").replace('/', "~1")
+}
+
+/// Join a pointer prefix and a key.
+pub fn join(prefix: &str, key: &str) -> String {
+    format!("{prefix}/{}", escape_token(key))
+}
+
+/// Collected residual of one Storyline document.
+#[derive(Debug, Default, Clone)]
+pub struct Residual {
+    fields: Map<String, Value>,
+}
+
+impl Residual {
+    /// Record `value` found at `pointer` of the source document.
+    pub fn put(&mut self, pointer: String, value: Value) {
+        self.fields.insert(pointer, value);
+    }
+
+    /// Record every key left in `obj` under `prefix`.
+    pub fn rest(&mut self, prefix: &str, obj: Map<String, Value>) {
+        for (k, v) in obj {
+            self.fields.insert(join(prefix, &k), v);
+        }
+    }
+
+    /// True when nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+
+    /// Write `unknown_fields` / `unknown_key_counts` into `doc` for `source`.
+    /// `array_keys` names the schema arrays whose indexes count as `*`.
+    pub fn apply(self, doc: &mut Storyline, source: &str, source_document_id: &str, array_keys: &[&str]) {
+        if self.fields.is_empty() {
+            return;
+        }
+        let mut counts = Map::new();
+        for k in self.fields.keys() {
+            let norm = normalize_pointer(k, array_keys);
+            let c = counts.entry(norm).or_insert(json!(0));
+            *c = json!(c.as_u64().unwrap_or(0) + 1);
+        }
+        doc.unknown_fields = Some(json!({
+            "sources": { source: { "source_document_id": source_document_id, "fields": Value::Object(self.fields) } }
+        }));
+        doc.unknown_key_counts = Some(json!({ source: Value::Object(counts) }));
+    }
+}
+
+/// Replace array positions that follow one of `array_keys` with `*`.
+pub fn normalize_pointer(p: &str, array_keys: &[&str]) -> String {
+    let mut out = String::with_capacity(p.len());
+    let mut prev = "";
+    for seg in p.split('/').skip(1) {
+        out.push('/');
+        if array_keys.contains(&prev) && !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) {
+            out.push('*');
+        } else {
+            out.push_str(seg);
+        }
+        prev = seg;
+    }
+    out
+}
+
+/// BLAKE3 of the canonical form of `v` (object keys sorted, compact), as hex.
+pub fn canonical_digest(v: &Value) -> String {
+    let mut h = blake3::Hasher::new();
+    write_canonical(v, &mut h);
+    h.finalize().to_hex().to_string()
+}
+
+fn write_canonical(v: &Value, h: &mut blake3::Hasher) {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            h.update(b"{");
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    h.update(b",");
+                }
+                h.update(Value::String(k.clone()).to_string().as_bytes());
+                h.update(b":");
+                write_canonical(&m[k], h);
+            }
+            h.update(b"}");
+        }
+        Value::Array(a) => {
+            h.update(b"[");
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    h.update(b",");
+                }
+                write_canonical(x, h);
+            }
+            h.update(b"]");
+        }
+        other => {
+            h.update(other.to_string().as_bytes());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pointers_escape_and_normalize() {
+        assert_eq!(join("/steps/0", "a/b~c"), "/steps/0/a~1b~0c");
+        assert_eq!(normalize_pointer("/steps/12/tool_calls/3/x", &["steps", "tool_calls"]), "/steps/*/tool_calls/*/x");
+        assert_eq!(normalize_pointer("/attempts/1/x", &["steps"]), "/attempts/1/x");
+    }
+
+    #[test]
+    fn digest_ignores_key_order() {
+        let a: Value = serde_json::from_str(r#"{"b":1,"a":[1,{"y":2,"x":1}]}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"a":[1,{"x":1,"y":2}],"b":1}"#).unwrap();
+        assert_eq!(canonical_digest(&a), canonical_digest(&b));
+    }
+}

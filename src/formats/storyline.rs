@@ -1,0 +1,123 @@
+//! Storyline `storyline/v1` JSON: the hub format, read as it is.
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+use super::json::RecordPos;
+use super::model::{Storyline, STORYLINE_V1};
+use super::{locator, DecodeCtx, Diagnostic, FormatError};
+
+/// Decode one Storyline document.
+pub fn decode(v: Value, pos: RecordPos, ctx: &mut DecodeCtx, sink: &mut dyn FnMut(Storyline)) -> Result<(), FormatError> {
+    let at = locator(pos);
+    match v.get("schema_version") {
+        Some(Value::String(s)) if s == STORYLINE_V1 => {}
+        Some(Value::String(s)) => {
+            return Err(FormatError::UnsupportedVersion {
+                source_path: ctx.source_path.clone(),
+                field: "schema_version",
+                found: crate::util::text::escape_control(s).into_owned(),
+                supported: STORYLINE_V1,
+            })
+        }
+        _ => return Err(ctx.schema(format!("{at} /schema_version"), format!("must be \"{STORYLINE_V1}\""))),
+    }
+    let doc: Storyline = serde_json::from_value(v).map_err(|e| ctx.schema(at.clone(), e.to_string()))?;
+    validate(&doc, &at, ctx)?;
+    sink(doc);
+    Ok(())
+}
+
+/// Check the rules a Storyline document must follow. Hard violations are
+/// errors; recoverable ones become diagnostics.
+pub fn validate(doc: &Storyline, at: &str, ctx: &mut DecodeCtx) -> Result<(), FormatError> {
+    if doc.session.is_empty() {
+        return Err(ctx.schema(format!("{at} /session"), "must not be empty"));
+    }
+    if doc.agent.id.is_empty() {
+        return Err(ctx.schema(format!("{at} /agent/id"), "must not be empty"));
+    }
+    if doc.trajectory.as_deref() == Some("") {
+        return Err(ctx.schema(format!("{at} /trajectory"), "must not be empty when present"));
+    }
+    let mut ids = HashSet::new();
+    let mut calls = HashSet::new();
+    for (i, t) in doc.turns.iter().enumerate() {
+        if !ids.insert(t.id) {
+            ctx.diag(Diagnostic::STEP_ORDER, format!("{at} /turns/{i}/id"), format!("turn id {} is used twice", t.id));
+        }
+        if t.src.is_empty() {
+            return Err(ctx.schema(format!("{at} /turns/{i}/src"), "must not be empty"));
+        }
+        for ts in [&t.ts, &t.finished_at].into_iter().flatten() {
+            if parse_timestamp(ts).is_none() {
+                ctx.diag(Diagnostic::LENIENT_VALUE, format!("{at} /turns/{i}"), format!("timestamp {ts} is not RFC 3339 or epoch seconds"));
+            }
+        }
+        for (c, call) in t.tool_calls.iter().flatten().enumerate() {
+            if call.tcid.is_empty() {
+                return Err(ctx.schema(format!("{at} /turns/{i}/tool_calls/{c}/tcid"), "must not be empty"));
+            }
+            if call.func.is_empty() {
+                return Err(ctx.schema(format!("{at} /turns/{i}/tool_calls/{c}/fn"), "must not be empty"));
+            }
+            if !calls.insert(call.tcid.as_str()) {
+                ctx.diag(
+                    Diagnostic::DUPLICATE_TOOL_CALL_ID,
+                    format!("{at} /turns/{i}/tool_calls/{c}/tcid"),
+                    format!("tool call id `{}` is used more than once", call.tcid),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Parse a Storyline timestamp (RFC 3339 text or Unix epoch seconds) to
+/// nanoseconds since the epoch, UTC.
+pub fn parse_timestamp(v: &Value) -> Option<i64> {
+    match v {
+        Value::String(s) => parse_rfc3339(s),
+        Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                return i.checked_mul(1_000_000_000);
+            }
+            let f = n.as_f64()?;
+            let ns = (f * 1e9).round();
+            (ns.is_finite() && ns.abs() < 9.2e18).then_some(ns as i64)
+        }
+        _ => None,
+    }
+}
+
+/// Parse RFC 3339 (also with a space instead of `T`) to epoch nanoseconds.
+pub fn parse_rfc3339(s: &str) -> Option<i64> {
+    let dt = chrono::DateTime::parse_from_rfc3339(s.trim()).ok()?;
+    dt.timestamp_nanos_opt()
+}
+
+/// Format epoch nanoseconds as RFC 3339 UTC with `Z`.
+pub fn format_rfc3339(ns: i64) -> String {
+    let secs = ns.div_euclid(1_000_000_000);
+    let sub = ns.rem_euclid(1_000_000_000) as u32;
+    match chrono::DateTime::from_timestamp(secs, sub) {
+        Some(dt) => dt.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(parse_timestamp(&json!("1970-01-01T00:00:01Z")), Some(1_000_000_000));
+        assert_eq!(parse_timestamp(&json!("2026-08-01 00:00:00+00:00")).is_some(), true);
+        assert_eq!(parse_timestamp(&json!(1.25)), Some(1_250_000_000));
+        assert_eq!(parse_timestamp(&json!("yesterday")), None);
+        assert_eq!(format_rfc3339(1_250_000_000), "1970-01-01T00:00:01.250Z");
+    }
+}

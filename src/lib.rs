@@ -1,0 +1,18 @@
+//! pChronicle: a path-first data layer for AI-agent trajectories.
+//!
+//! Crate map (dependencies point downward only):
+//!
+//! - [`cli`] — clap types, resolved settings, one module per command, output writers.
+//! - [`catalog`] — Dataset URI normalisation, Source discovery, Catalog Snapshot.
+//! - [`formats`] — the canonical model and one codec per exchange format.
+//! - [`error`] — the top-level error with stable codes and exit classes.
+//!
+//! Nothing below `cli` prints; library code returns values and errors.
+
+pub mod catalog;
+pub mod cli;
+pub mod error;
+pub mod formats;
+pub mod util;
+
+pub use error::{Error, Result};

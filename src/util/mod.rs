@@ -1,0 +1,5 @@
+//! Small helpers shared by several layers: path normalisation, hashing, text
+//! sanitising. Nothing here knows about trajectories.
+
+pub mod path;
+pub mod text;

@@ -1,0 +1,80 @@
+//! Text helpers for output: control-character escaping and bounded previews.
+
+/// Replace control characters (C0, DEL, C1) with visible escapes so that
+/// trajectory text can never drive the terminal. Newlines and tabs become
+/// `\n` and `\t` so a table cell stays on one line.
+pub fn escape_control(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for ch in s.chars() {
+        match ch {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if is_control(c) => {
+                use std::fmt::Write as _;
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+fn is_control(c: char) -> bool {
+    let u = c as u32;
+    u < 0x20 || (0x7f..=0x9f).contains(&u) || c == '\u{2028}' || c == '\u{2029}'
+}
+
+/// Cut `s` to at most `max_chars` characters, appending `…` when cut.
+pub fn truncate_chars(s: &str, max_chars: usize) -> std::borrow::Cow<'_, str> {
+    match s.char_indices().nth(max_chars) {
+        None => std::borrow::Cow::Borrowed(s),
+        Some((idx, _)) => std::borrow::Cow::Owned(format!("{}…", &s[..idx])),
+    }
+}
+
+/// Display width of a string in a monospace terminal: East Asian wide and
+/// full-width characters count two columns.
+pub fn display_width(s: &str) -> usize {
+    s.chars().map(char_width).sum()
+}
+
+fn char_width(c: char) -> usize {
+    let u = c as u32;
+    let wide = matches!(u,
+        0x1100..=0x115F | 0x2E80..=0x303E | 0x3041..=0x33FF | 0x3400..=0x4DBF
+        | 0x4E00..=0x9FFF | 0xA000..=0xA4CF | 0xAC00..=0xD7A3 | 0xF900..=0xFAFF
+        | 0xFE30..=0xFE4F | 0xFF00..=0xFF60 | 0xFFE0..=0xFFE6 | 0x1F300..=0x1F64F
+        | 0x1F900..=0x1F9FF | 0x20000..=0x3FFFD);
+    if wide {
+        2
+    } else {
+        1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_terminal_sequences() {
+        assert_eq!(escape_control("a\x1b[31mb"), "a\\u{1b}[31mb");
+        assert_eq!(escape_control("x\ny"), "x\\ny");
+        assert_eq!(escape_control("plain"), "plain");
+    }
+
+    #[test]
+    fn truncates_on_char_boundary() {
+        assert_eq!(truncate_chars("超时重试", 2), "超时…");
+        assert_eq!(truncate_chars("abc", 3), "abc");
+    }
+
+    #[test]
+    fn width_counts_cjk_double() {
+        assert_eq!(display_width("ab超时"), 6);
+    }
+}
