@@ -15,8 +15,8 @@ use rayon::prelude::*;
 
 use super::snapshot::{ReadConsistency, SnapshotRef};
 use super::source::{Source, SourceKind, SourceStatus, StatusReason};
-use crate::formats::SourceFormat;
 use super::CatalogError;
+use crate::formats::SourceFormat;
 use crate::formats::{self, Container};
 use crate::util::path::to_slash;
 
@@ -31,7 +31,10 @@ pub struct DiscoveryLimits {
 
 impl Default for DiscoveryLimits {
     fn default() -> Self {
-        DiscoveryLimits { max_files: 1_000_000, max_entries: 10_000_000 }
+        DiscoveryLimits {
+            max_files: 1_000_000,
+            max_entries: 10_000_000,
+        }
     }
 }
 
@@ -82,7 +85,11 @@ struct Candidate {
 }
 
 /// Walk `root` and return its Sources; `physical` also records every entry.
-pub fn discover(root: &Path, limits: DiscoveryLimits, physical: bool) -> Result<Discovery, CatalogError> {
+pub fn discover(
+    root: &Path,
+    limits: DiscoveryLimits,
+    physical: bool,
+) -> Result<Discovery, CatalogError> {
     let mut out = Discovery::default();
     let mut candidates = Vec::new();
     let mut entries_seen: u64 = 0;
@@ -92,9 +99,16 @@ pub fn discover(root: &Path, limits: DiscoveryLimits, physical: bool) -> Result<
         let rd = match fs::read_dir(&dir) {
             Ok(rd) => rd,
             Err(e) => {
-                let rel = if rel_dir.as_os_str().is_empty() { ".".to_string() } else { to_slash(&rel_dir) };
+                let rel = if rel_dir.as_os_str().is_empty() {
+                    ".".to_string()
+                } else {
+                    to_slash(&rel_dir)
+                };
                 if rel == "." {
-                    return Err(CatalogError::Io { source_path: rel, reason: e.to_string() });
+                    return Err(CatalogError::Io {
+                        source_path: rel,
+                        reason: e.to_string(),
+                    });
                 }
                 out.discovery_errors.push((rel, e.to_string()));
                 continue;
@@ -105,13 +119,16 @@ pub fn discover(root: &Path, limits: DiscoveryLimits, physical: bool) -> Result<
             let entry = match entry {
                 Ok(e) => e,
                 Err(e) => {
-                    out.discovery_errors.push((to_slash(&rel_dir), e.to_string()));
+                    out.discovery_errors
+                        .push((to_slash(&rel_dir), e.to_string()));
                     continue;
                 }
             };
             entries_seen += 1;
             if entries_seen > limits.max_entries {
-                return Err(CatalogError::TooManyEntries { limit: limits.max_entries });
+                return Err(CatalogError::TooManyEntries {
+                    limit: limits.max_entries,
+                });
             }
             names.push(entry);
         }
@@ -147,19 +164,35 @@ pub fn discover(root: &Path, limits: DiscoveryLimits, physical: bool) -> Result<
                 continue;
             }
             if name_str.starts_with('.') {
-                skip(&mut out, if ft.is_dir() { "dir" } else { "file" }, None, "hidden");
+                skip(
+                    &mut out,
+                    if ft.is_dir() { "dir" } else { "file" },
+                    None,
+                    "hidden",
+                );
                 continue;
             }
             if ft.is_dir() {
                 if let Some(source) = super::stores::probe_store(&abs, &rel_s) {
                     if physical {
-                        super::stores::list_members(&abs, &rel_s, &mut out.physical, &mut entries_seen, limits)?;
+                        super::stores::list_members(
+                            &abs,
+                            &rel_s,
+                            &mut out.physical,
+                            &mut entries_seen,
+                            limits,
+                        )?;
                     }
                     out.sources.push(source);
                     continue;
                 }
                 if name_str.ends_with(".lance") {
-                    skip(&mut out, "dir", None, "a Lance table outside a Storyline store");
+                    skip(
+                        &mut out,
+                        "dir",
+                        None,
+                        "a Lance table outside a Storyline store",
+                    );
                     continue;
                 }
                 if physical {
@@ -187,12 +220,23 @@ pub fn discover(root: &Path, limits: DiscoveryLimits, physical: bool) -> Result<
                 }
             };
             if !formats::is_candidate_name(&name_str) {
-                skip(&mut out, "file", Some(meta.len()), "not a .json/.jsonl/.ndjson file");
+                skip(
+                    &mut out,
+                    "file",
+                    Some(meta.len()),
+                    "not a .json/.jsonl/.ndjson file",
+                );
                 continue;
             }
-            candidates.push(Candidate { rel: rel_s, abs, meta });
+            candidates.push(Candidate {
+                rel: rel_s,
+                abs,
+                meta,
+            });
             if candidates.len() as u64 > limits.max_files {
-                return Err(CatalogError::TooManyFiles { limit: limits.max_files });
+                return Err(CatalogError::TooManyFiles {
+                    limit: limits.max_files,
+                });
             }
         }
         for d in subdirs.into_iter().rev() {
@@ -245,7 +289,9 @@ pub fn discover(root: &Path, limits: DiscoveryLimits, physical: bool) -> Result<
                 Some(StatusReason::new("PC-CAT-009", e)),
             ),
             Ok(s) => match (s.format, s.invalid) {
-                (Some(f), None) => push_source(&mut out, f, Some(s.container), SourceStatus::Ready, None),
+                (Some(f), None) => {
+                    push_source(&mut out, f, Some(s.container), SourceStatus::Ready, None)
+                }
                 (f, Some(err)) => push_source(
                     &mut out,
                     f.unwrap_or(SourceFormat::Unknown),
@@ -271,15 +317,21 @@ pub fn discover(root: &Path, limits: DiscoveryLimits, physical: bool) -> Result<
             },
         }
     }
-    out.sources.sort_by(|a, b| a.source_path.cmp(&b.source_path));
+    out.sources
+        .sort_by(|a, b| a.source_path.cmp(&b.source_path));
     out.physical.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
 }
 
 fn sniff_message(e: &formats::FormatError) -> String {
     match e {
-        formats::FormatError::Truncated { .. } => "truncated JSON (the file ends inside a value)".into(),
+        formats::FormatError::Truncated { .. } => {
+            "truncated JSON (the file ends inside a value)".into()
+        }
         formats::FormatError::InvalidJson { message, .. } => message.clone(),
+        formats::FormatError::NonFinite { .. } => {
+            "non-finite number (NaN/Infinity) is not valid JSON".into()
+        }
         other => other.to_string(),
     }
 }
@@ -289,8 +341,10 @@ pub fn file_ref(meta: &fs::Metadata) -> SnapshotRef {
     use std::os::unix::fs::MetadataExt as _;
     SnapshotRef::File {
         size: meta.len(),
-        mtime_ns: meta.mtime().saturating_mul(1_000_000_000).saturating_add(meta.mtime_nsec()),
+        mtime_ns: meta
+            .mtime()
+            .saturating_mul(1_000_000_000)
+            .saturating_add(meta.mtime_nsec()),
         ino: meta.ino(),
     }
 }
-

@@ -12,7 +12,9 @@ pub enum CatalogError {
         reason: String,
     },
     /// The scheme is not one pChronicle reads.
-    #[error("unsupported Dataset URI scheme `{scheme}`: use a local directory path or `file:///…`")]
+    #[error(
+        "unsupported Dataset URI scheme `{scheme}`: use a local directory path or `file:///…`"
+    )]
     UnsupportedScheme {
         /// The scheme found.
         scheme: String,
@@ -66,7 +68,7 @@ pub enum CatalogError {
         reason: String,
     },
     /// `--errors strict` and a Source is not ready.
-    #[error("Source `{source_path}` is {status}: [{reason_code}] {reason} (--errors strict)")]
+    #[error("Source `{source_path}` is not ready ({status}): [{reason_code}] {reason} (--errors strict)")]
     StrictSource {
         /// Dataset-relative path.
         source_path: String,

@@ -39,8 +39,16 @@ pub struct CatalogSnapshot {
 
 impl CatalogSnapshot {
     /// Discover and pin the Sources of `dataset`.
-    pub fn open(dataset: &DatasetUri, limits: DiscoveryLimits, physical: bool) -> Result<Self, CatalogError> {
-        let root = dataset.local_path().ok_or_else(|| CatalogError::S3Unsupported { uri: dataset.to_string() })?;
+    pub fn open(
+        dataset: &DatasetUri,
+        limits: DiscoveryLimits,
+        physical: bool,
+    ) -> Result<Self, CatalogError> {
+        let root = dataset
+            .local_path()
+            .ok_or_else(|| CatalogError::S3Unsupported {
+                uri: dataset.to_string(),
+            })?;
         check_root(root, dataset)?;
         let d = discover(root, limits, physical)?;
         let mut digest = SnapshotDigest::default();
@@ -64,8 +72,15 @@ impl CatalogSnapshot {
 fn check_root(root: &Path, dataset: &DatasetUri) -> Result<(), CatalogError> {
     match std::fs::metadata(root) {
         Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => Err(CatalogError::NotADirectory { uri: dataset.to_string() }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(CatalogError::NotFound { uri: dataset.to_string() }),
-        Err(e) => Err(CatalogError::Io { source_path: ".".into(), reason: e.to_string() }),
+        Ok(_) => Err(CatalogError::NotADirectory {
+            uri: dataset.to_string(),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(CatalogError::NotFound {
+            uri: dataset.to_string(),
+        }),
+        Err(e) => Err(CatalogError::Io {
+            source_path: ".".into(),
+            reason: e.to_string(),
+        }),
     }
 }

@@ -55,13 +55,20 @@ pub enum ReadFailure {
 }
 
 /// Read `src`, passing every document to `sink`.
-pub fn read_source(src: &Source, opts: DecodeOptions, sink: &mut dyn FnMut(&Storyline)) -> Result<SourceRead, ReadFailure> {
+pub fn read_source(
+    src: &Source,
+    opts: DecodeOptions,
+    sink: &mut dyn FnMut(&Storyline),
+) -> Result<SourceRead, ReadFailure> {
     if src.kind == SourceKind::Store {
         let what = match src.format {
             formats::SourceFormat::EventsLance => "events Lance store",
             _ => "Storyline Lance store",
         };
-        return Err(ReadFailure::Source(FormatError::NotReadable { source_path: src.source_path.clone(), what }));
+        return Err(ReadFailure::Source(FormatError::NotReadable {
+            source_path: src.source_path.clone(),
+            what,
+        }));
     }
     let changed = |after: &SnapshotRef| {
         ReadFailure::Fatal(CatalogError::ChangedDuringRead {
@@ -71,7 +78,10 @@ pub fn read_source(src: &Source, opts: DecodeOptions, sink: &mut dyn FnMut(&Stor
         })
     };
     let io = |e: std::io::Error| {
-        ReadFailure::Source(FormatError::Io { source_path: src.source_path.clone(), message: e.to_string() })
+        ReadFailure::Source(FormatError::Io {
+            source_path: src.source_path.clone(),
+            message: e.to_string(),
+        })
     };
     let file = File::open(&src.abs_path).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
@@ -122,23 +132,45 @@ pub fn read_source(src: &Source, opts: DecodeOptions, sink: &mut dyn FnMut(&Stor
     }
     match after_path {
         Ok(p) if p != src.snapshot_ref => return Err(changed(&p)),
-        Err(_) => return Err(changed(&SnapshotRef::File { size: 0, mtime_ns: 0, ino: 0 })),
+        Err(_) => {
+            return Err(changed(&SnapshotRef::File {
+                size: 0,
+                mtime_ns: 0,
+                ino: 0,
+            }))
+        }
         _ => {}
     }
     result.map_err(|e| ReadFailure::Source(with_path(e, &src.source_path)))?;
     for d in dup_docs.iter().take(10) {
-        ctx.diag(Diagnostic::DUPLICATE_ID, d.clone(), format!("document id `{d}` appears more than once in this Source"));
+        ctx.diag(
+            Diagnostic::DUPLICATE_ID,
+            d.clone(),
+            format!("document id `{d}` appears more than once in this Source"),
+        );
     }
     counts.runs = runs.len() as u64;
-    Ok(SourceRead { counts, diagnostics: ctx.diagnostics, generated_ids: ctx.generated_ids })
+    Ok(SourceRead {
+        counts,
+        diagnostics: ctx.diagnostics,
+        generated_ids: ctx.generated_ids,
+    })
 }
 
 /// Fill in the Source path of errors raised before it was known.
 fn with_path(e: FormatError, path: &str) -> FormatError {
     match e {
-        FormatError::InvalidJson { source_path, line, column, message } if source_path.is_empty() => {
-            FormatError::InvalidJson { source_path: path.into(), line, column, message }
-        }
+        FormatError::InvalidJson {
+            source_path,
+            line,
+            column,
+            message,
+        } if source_path.is_empty() => FormatError::InvalidJson {
+            source_path: path.into(),
+            line,
+            column,
+            message,
+        },
         other => other,
     }
 }

@@ -58,7 +58,11 @@ pub enum SnapshotRef {
 impl fmt::Display for SnapshotRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SnapshotRef::File { size, mtime_ns, ino } => {
+            SnapshotRef::File {
+                size,
+                mtime_ns,
+                ino,
+            } => {
                 write!(f, "file:size={size},mtime={mtime_ns},ino={ino}")
             }
             SnapshotRef::Store { snapshot, tables } => {
@@ -121,11 +125,16 @@ impl FromStr for SnapshotRef {
                     }
                     tables.push((k.to_string(), v.parse().map_err(|_| bad())?));
                 }
-                Ok(SnapshotRef::Store { snapshot: snapshot.to_string(), tables })
+                Ok(SnapshotRef::Store {
+                    snapshot: snapshot.to_string(),
+                    tables,
+                })
             }
             "lance" => {
                 let v = rest.strip_prefix("version=").ok_or_else(bad)?;
-                Ok(SnapshotRef::Lance { version: v.parse().map_err(|_| bad())? })
+                Ok(SnapshotRef::Lance {
+                    version: v.parse().map_err(|_| bad())?,
+                })
             }
             _ => Err(bad()),
         }
@@ -142,7 +151,8 @@ pub struct SnapshotDigest {
 impl SnapshotDigest {
     /// Record a Source (`kind` = `source`) or a discovery error (`kind` = `error`).
     pub fn add(&mut self, kind: &str, path: &str, value: &str) {
-        self.entries.push((format!("{kind}\u{0}{path}"), value.to_string()));
+        self.entries
+            .push((format!("{kind}\u{0}{path}"), value.to_string()));
     }
 
     /// The digest: 32 lowercase hex characters, independent of insertion order.
@@ -178,17 +188,35 @@ mod tests {
             let r: SnapshotRef = s.parse().unwrap();
             assert_eq!(r.to_string(), s);
         }
-        for bad in ["", "file:size=1", "store:,runs=1", "store:x,steps=1,runs=2", "lance:v=1", "nope:1"] {
+        for bad in [
+            "",
+            "file:size=1",
+            "store:,runs=1",
+            "store:x,steps=1,runs=2",
+            "lance:v=1",
+            "nope:1",
+        ] {
             assert!(bad.parse::<SnapshotRef>().is_err(), "{bad}");
         }
     }
 
     fn arb_ref() -> impl Strategy<Value = SnapshotRef> {
         prop_oneof![
-            (any::<u64>(), any::<i64>(), any::<u64>())
-                .prop_map(|(size, mtime_ns, ino)| SnapshotRef::File { size, mtime_ns, ino }),
-            ("[a-z0-9]{1,16}", proptest::collection::btree_map("[a-z_]{1,8}", any::<u64>(), 0..4))
-                .prop_map(|(snapshot, t)| SnapshotRef::Store { snapshot, tables: t.into_iter().collect() }),
+            (any::<u64>(), any::<i64>(), any::<u64>()).prop_map(|(size, mtime_ns, ino)| {
+                SnapshotRef::File {
+                    size,
+                    mtime_ns,
+                    ino,
+                }
+            }),
+            (
+                "[a-z0-9]{1,16}",
+                proptest::collection::btree_map("[a-z_]{1,8}", any::<u64>(), 0..4)
+            )
+                .prop_map(|(snapshot, t)| SnapshotRef::Store {
+                    snapshot,
+                    tables: t.into_iter().collect()
+                }),
             any::<u64>().prop_map(|version| SnapshotRef::Lance { version }),
         ]
     }

@@ -62,7 +62,10 @@ pub struct StatusReason {
 impl StatusReason {
     /// A reason with `code` and `message`.
     pub fn new(code: &'static str, message: impl Into<String>) -> Self {
-        StatusReason { code, message: message.into() }
+        StatusReason {
+            code,
+            message: message.into(),
+        }
     }
 }
 
@@ -110,11 +113,31 @@ impl Source {
         const TRAJ: &[&str] = &["runs", "trajectories", "steps", "tool_calls"];
         const ACTF: &[&str] = &["runs", "trajectories", "steps", "tool_calls", "judgments"];
         match self.format {
-            SourceFormat::Actf => Capabilities { relations: ACTF, writable: false, history: false },
-            SourceFormat::StorylineLance => Capabilities { relations: TRAJ, writable: false, history: true },
-            SourceFormat::EventsLance => Capabilities { relations: &["events"], writable: false, history: true },
-            SourceFormat::Unknown => Capabilities { relations: &[], writable: false, history: false },
-            _ => Capabilities { relations: TRAJ, writable: false, history: false },
+            SourceFormat::Actf => Capabilities {
+                relations: ACTF,
+                writable: false,
+                history: false,
+            },
+            SourceFormat::StorylineLance => Capabilities {
+                relations: TRAJ,
+                writable: false,
+                history: true,
+            },
+            SourceFormat::EventsLance => Capabilities {
+                relations: &["events"],
+                writable: false,
+                history: true,
+            },
+            SourceFormat::Unknown => Capabilities {
+                relations: &[],
+                writable: false,
+                history: false,
+            },
+            _ => Capabilities {
+                relations: TRAJ,
+                writable: false,
+                history: false,
+            },
         }
     }
 

@@ -23,12 +23,22 @@ pub fn probe_store(dir: &Path, rel: &str) -> Option<Source> {
         let (snapshot_ref, status, reason) = match read_current(&current, rel) {
             Ok(r) => (r, SourceStatus::Ready, None),
             Err(e) => (
-                SnapshotRef::Store { snapshot: "invalid".into(), tables: Vec::new() },
+                SnapshotRef::Store {
+                    snapshot: "invalid".into(),
+                    tables: Vec::new(),
+                },
                 SourceStatus::Error,
                 Some(StatusReason::new(e.code(), e.to_string())),
             ),
         };
-        return Some(store_source(dir, rel, SourceFormat::StorylineLance, snapshot_ref, status, reason));
+        return Some(store_source(
+            dir,
+            rel,
+            SourceFormat::StorylineLance,
+            snapshot_ref,
+            status,
+            reason,
+        ));
     }
     let name = dir.file_name()?.to_string_lossy();
     if name == "events.lance" {
@@ -37,10 +47,20 @@ pub fn probe_store(dir: &Path, rel: &str) -> Option<Source> {
             None => (
                 SnapshotRef::Lance { version: 0 },
                 SourceStatus::Error,
-                Some(StatusReason::new("PC-FMT-013", "events store has no readable manifest or versions")),
+                Some(StatusReason::new(
+                    "PC-FMT-013",
+                    "events store has no readable manifest or versions",
+                )),
             ),
         };
-        return Some(store_source(dir, rel, SourceFormat::EventsLance, snapshot_ref, status, reason));
+        return Some(store_source(
+            dir,
+            rel,
+            SourceFormat::EventsLance,
+            snapshot_ref,
+            status,
+            reason,
+        ));
     }
     None
 }
@@ -71,22 +91,33 @@ fn store_source(
 fn read_small(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read as _;
     let mut buf = Vec::new();
-    fs::File::open(path)?.take(MAX_POINTER_BYTES).read_to_end(&mut buf)?;
+    fs::File::open(path)?
+        .take(MAX_POINTER_BYTES)
+        .read_to_end(&mut buf)?;
     Ok(buf)
 }
 
 /// Parse a Storyline store `CURRENT` pointer (control envelope or bare
 /// committed object) into the pinned table versions.
 pub fn read_current(path: &Path, rel: &str) -> Result<SnapshotRef, FormatError> {
-    let bad = |m: String| FormatError::InvalidCurrent { source_path: rel.to_string(), message: m };
+    let bad = |m: String| FormatError::InvalidCurrent {
+        source_path: rel.to_string(),
+        message: m,
+    };
     let bytes = read_small(path).map_err(|e| bad(e.to_string()))?;
-    let v: Value = serde_json::from_slice(&bytes).map_err(|e| bad(format!("not valid JSON: {e}")))?;
+    let v: Value =
+        serde_json::from_slice(&bytes).map_err(|e| bad(format!("not valid JSON: {e}")))?;
     let committed = if v.get("control_version").is_some() {
         if v.get("control_version").and_then(Value::as_u64) != Some(1) {
             return Err(bad("unsupported control_version".into()));
         }
         match v.get("committed") {
-            None | Some(Value::Null) => return Ok(SnapshotRef::Store { snapshot: "empty".into(), tables: Vec::new() }),
+            None | Some(Value::Null) => {
+                return Ok(SnapshotRef::Store {
+                    snapshot: "empty".into(),
+                    tables: Vec::new(),
+                })
+            }
             Some(c) => c.clone(),
         }
     } else {
@@ -94,22 +125,34 @@ pub fn read_current(path: &Path, rel: &str) -> Result<SnapshotRef, FormatError> 
     };
     let schema = committed.get("schema_version").and_then(Value::as_u64);
     if !matches!(schema, Some(1 | 2)) {
-        return Err(bad(format!("unsupported store schema_version {}", committed.get("schema_version").unwrap_or(&Value::Null))));
+        return Err(bad(format!(
+            "unsupported store schema_version {}",
+            committed.get("schema_version").unwrap_or(&Value::Null)
+        )));
     }
     let generation = committed
         .get("generation")
         .and_then(Value::as_str)
-        .filter(|g| g.starts_with("gen-") && !g.contains(['/', '\\', ',', '=', ':']) && !g.contains(".."))
+        .filter(|g| {
+            g.starts_with("gen-") && !g.contains(['/', '\\', ',', '=', ':']) && !g.contains("..")
+        })
         .ok_or_else(|| bad("missing or invalid generation".into()))?;
     let mut tables = Vec::new();
     for t in ["objects", "runs", "steps", "tool_calls"] {
         match committed.get(format!("{t}_version")) {
-            Some(x) => tables.push((t.to_string(), x.as_u64().ok_or_else(|| bad(format!("{t}_version is not an unsigned integer")))?)),
+            Some(x) => tables.push((
+                t.to_string(),
+                x.as_u64()
+                    .ok_or_else(|| bad(format!("{t}_version is not an unsigned integer")))?,
+            )),
             None if t == "objects" => {}
             None => return Err(bad(format!("missing {t}_version"))),
         }
     }
-    Ok(SnapshotRef::Store { snapshot: generation.to_string(), tables })
+    Ok(SnapshotRef::Store {
+        snapshot: generation.to_string(),
+        tables,
+    })
 }
 
 /// The version of an events store: the manifest revision, or the newest Lance
@@ -122,7 +165,9 @@ fn events_version(dir: &Path) -> Option<u64> {
     let mut best = None;
     for e in fs::read_dir(dir.join("_versions")).ok()? {
         let name = e.ok()?.file_name().to_string_lossy().into_owned();
-        let Some(stem) = name.strip_suffix(".manifest") else { continue };
+        let Some(stem) = name.strip_suffix(".manifest") else {
+            continue;
+        };
         let Ok(n) = stem.parse::<u64>() else { continue };
         // Lance's V2 naming stores u64::MAX - version, zero-padded to 20 digits.
         let version = if stem.len() == 20 { u64::MAX - n } else { n };
@@ -172,7 +217,9 @@ pub fn list_members(
         for e in entries {
             *entries_seen += 1;
             if *entries_seen > limits.max_entries {
-                return Err(CatalogError::TooManyEntries { limit: limits.max_entries });
+                return Err(CatalogError::TooManyEntries {
+                    limit: limits.max_entries,
+                });
             }
             let Ok(ft) = e.file_type() else { continue };
             let path = format!("{r}/{}", e.file_name().to_string_lossy());
@@ -184,7 +231,14 @@ pub fn list_members(
             } else {
                 ("file", e.metadata().ok().map(|m| m.len()))
             };
-            out.push(PhysicalEntry { path, entry_type, size, role: Role::Member, source_path: Some(rel.to_string()), reason: None });
+            out.push(PhysicalEntry {
+                path,
+                entry_type,
+                size,
+                role: Role::Member,
+                source_path: Some(rel.to_string()),
+                reason: None,
+            });
         }
     }
     Ok(())

@@ -45,21 +45,24 @@ impl DatasetUri {
             check_credentials(rest)?;
             return match lower.as_str() {
                 "file" => {
-                    let path = rest
-                        .strip_prefix("localhost")
-                        .unwrap_or(rest);
+                    let path = rest.strip_prefix("localhost").unwrap_or(rest);
                     if !path.starts_with('/') {
                         return Err(invalid(input, "a file URI must be `file:///absolute/path`"));
                     }
                     if path.contains('?') || path.contains('#') {
-                        return Err(invalid(input, "a file URI must not have a query or fragment"));
+                        return Err(invalid(
+                            input,
+                            "a file URI must not have a query or fragment",
+                        ));
                     }
                     let decoded = percent_decode(path)
                         .ok_or_else(|| invalid(input, "bad percent-encoding"))?;
                     Ok(Self::local(Path::new(&decoded), cwd))
                 }
                 "s3" => Err(CatalogError::S3Unsupported { uri: redact(input) }),
-                _ => Err(CatalogError::UnsupportedScheme { scheme: scheme.to_string() }),
+                _ => Err(CatalogError::UnsupportedScheme {
+                    scheme: scheme.to_string(),
+                }),
             };
         }
         Ok(Self::local(Path::new(input), cwd))
@@ -94,21 +97,30 @@ fn split_scheme(input: &str) -> Option<(&str, &str)> {
     let idx = input.find("://")?;
     let scheme = &input[..idx];
     let valid = scheme.len() >= 2
-        && scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-        && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+        && scheme
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
     valid.then(|| (scheme, &input[idx + 3..]))
 }
 
 fn check_credentials(rest: &str) -> Result<(), CatalogError> {
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
     if authority.contains('@') {
-        return Err(CatalogError::CredentialsInUri { what: "user information before `@`" });
+        return Err(CatalogError::CredentialsInUri {
+            what: "user information before `@`",
+        });
     }
     if let Some(q) = rest.split_once('?').map(|(_, q)| q) {
         for pair in q.split('&') {
             let key = pair.split('=').next().unwrap_or("").to_ascii_lowercase();
             if SIGNED_QUERY_KEYS.contains(&key.as_str()) {
-                return Err(CatalogError::CredentialsInUri { what: "a signed or token query parameter" });
+                return Err(CatalogError::CredentialsInUri {
+                    what: "a signed or token query parameter",
+                });
             }
         }
     }
@@ -124,7 +136,11 @@ pub fn redact(input: &str) -> String {
             None => (rest, ""),
         };
         let host = authority.rsplit('@').next().unwrap_or("");
-        let host = if authority.contains('@') { format!("***@{host}") } else { host.to_string() };
+        let host = if authority.contains('@') {
+            format!("***@{host}")
+        } else {
+            host.to_string()
+        };
         let path = tail.split('?').next().unwrap_or("");
         let q = if tail.contains('?') { "?…" } else { "" };
         s = format!("{scheme}://{host}{path}{q}");
@@ -133,7 +149,10 @@ pub fn redact(input: &str) -> String {
 }
 
 fn invalid(uri: &str, reason: &str) -> CatalogError {
-    CatalogError::InvalidUri { uri: redact(uri), reason: reason.to_string() }
+    CatalogError::InvalidUri {
+        uri: redact(uri),
+        reason: reason.to_string(),
+    }
 }
 
 fn percent_decode(s: &str) -> Option<String> {
@@ -165,7 +184,14 @@ mod tests {
     #[test]
     fn equivalent_spellings_share_identity() {
         let a = p("data").unwrap();
-        for other in ["./data", "data/", "data/.", "x/../data", "/nonexistent-cwd/w/data", "file:///nonexistent-cwd/w/data/"] {
+        for other in [
+            "./data",
+            "data/",
+            "data/.",
+            "x/../data",
+            "/nonexistent-cwd/w/data",
+            "file:///nonexistent-cwd/w/data/",
+        ] {
             assert_eq!(p(other).unwrap(), a, "{other}");
         }
         assert_eq!(a.to_string(), "/nonexistent-cwd/w/data");
@@ -173,8 +199,14 @@ mod tests {
 
     #[test]
     fn refuses_credentials_and_schemes() {
-        assert_eq!(p("s3://AKIA:secret@bucket/x").unwrap_err().code(), "PC-CAT-003");
-        assert_eq!(p("s3://bucket/x?X-Amz-Signature=abc").unwrap_err().code(), "PC-CAT-003");
+        assert_eq!(
+            p("s3://AKIA:secret@bucket/x").unwrap_err().code(),
+            "PC-CAT-003"
+        );
+        assert_eq!(
+            p("s3://bucket/x?X-Amz-Signature=abc").unwrap_err().code(),
+            "PC-CAT-003"
+        );
         assert_eq!(p("http://example.com/x").unwrap_err().code(), "PC-CAT-002");
         assert_eq!(p("s3://bucket/prefix").unwrap_err().code(), "PC-CAT-011");
         assert_eq!(p("").unwrap_err().code(), "PC-CAT-001");
@@ -184,6 +216,9 @@ mod tests {
     #[test]
     fn redaction_hides_secrets() {
         let r = redact("s3://AKIA:secret@bucket/x?X-Amz-Signature=abc");
-        assert!(!r.contains("secret") && !r.contains("abc") && !r.contains("AKIA"), "{r}");
+        assert!(
+            !r.contains("secret") && !r.contains("abc") && !r.contains("AKIA"),
+            "{r}"
+        );
     }
 }

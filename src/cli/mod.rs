@@ -48,7 +48,12 @@ impl From<ExitStatus> for ExitCode {
 /// Every error carries a stable code such as PC-CAT-004 (see docs/errors.md).
 #[derive(Debug, Parser)]
 #[allow(missing_docs)]
-#[command(name = "pchronicle", version, max_term_width = 100, propagate_version = true)]
+#[command(
+    name = "pchronicle",
+    version,
+    max_term_width = 100,
+    propagate_version = true
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,

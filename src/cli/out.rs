@@ -40,7 +40,8 @@ impl Out {
     }
 
     fn stdout(&mut self) -> &mut BufWriter<Stdout> {
-        self.stdout.get_or_insert_with(|| BufWriter::new(std::io::stdout()))
+        self.stdout
+            .get_or_insert_with(|| BufWriter::new(std::io::stdout()))
     }
 
     /// Write one JSON document (pretty, newline-terminated).
@@ -53,7 +54,9 @@ impl Out {
     /// Write a table.
     pub fn write_table(&mut self, t: &Table) -> Result<(), Error> {
         let text = t.render();
-        self.stdout().write_all(text.as_bytes()).map_err(Error::Output)
+        self.stdout()
+            .write_all(text.as_bytes())
+            .map_err(Error::Output)
     }
 
     /// Write raw text to stdout.
@@ -86,21 +89,44 @@ impl Out {
 
     /// A warning on stderr (always shown).
     pub fn warn(&self, code: &str, msg: &str) {
-        let label = if self.color { "\x1b[33mwarning\x1b[0m" } else { "warning" };
-        let _ = writeln!(std::io::stderr().lock(), "{label}[{code}]: {}", escape_control(msg));
+        let label = if self.color {
+            "\x1b[33mwarning\x1b[0m"
+        } else {
+            "warning"
+        };
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "{label}[{code}]: {}",
+            escape_control(msg)
+        );
     }
 
     /// A live progress indicator (only on a terminal).
     pub fn progress(&self, label: &'static str) -> Progress {
-        Progress { enabled: self.progress, label, last: None, shown: false }
+        Progress {
+            enabled: self.progress,
+            label,
+            last: None,
+            shown: false,
+        }
     }
 }
 
 /// Print an error with its code to stderr, and as JSON on stdout in JSON mode.
 pub fn report_error(err: &Error, json: bool) {
-    let color = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
-    let label = if color { "\x1b[31merror\x1b[0m" } else { "error" };
-    let _ = writeln!(std::io::stderr().lock(), "{label}[{}]: {}", err.code(), escape_control(&err.to_string()));
+    let color = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none();
+    let label = if color {
+        "\x1b[31merror\x1b[0m"
+    } else {
+        "error"
+    };
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "{label}[{}]: {}",
+        err.code(),
+        escape_control(&err.to_string())
+    );
     if json {
         let doc = serde_json::json!({
             "error": {
@@ -130,7 +156,10 @@ impl Progress {
             return;
         }
         let now = Instant::now();
-        if self.last.is_some_and(|t| now.duration_since(t) < Duration::from_millis(100)) {
+        if self
+            .last
+            .is_some_and(|t| now.duration_since(t) < Duration::from_millis(100))
+        {
             return;
         }
         self.last = Some(now);
@@ -178,7 +207,12 @@ pub struct Table {
 impl Table {
     /// A table with these column headers.
     pub fn new(headers: &[(&'static str, Align)]) -> Self {
-        Table { headers: headers.to_vec(), limits: vec![None; headers.len()], rows: Vec::new(), footer: None }
+        Table {
+            headers: headers.to_vec(),
+            limits: vec![None; headers.len()],
+            rows: Vec::new(),
+            footer: None,
+        }
     }
 
     /// Cut cells of column `idx` to `chars` characters (for free text such
@@ -245,7 +279,13 @@ impl Table {
         };
         line(&mut out, &mut self.headers.iter().map(|(h, a)| (*h, *a)));
         for r in &self.rows {
-            line(&mut out, &mut r.iter().zip(self.headers.iter()).map(|(c, (_, a))| (c.as_str(), *a)));
+            line(
+                &mut out,
+                &mut r
+                    .iter()
+                    .zip(self.headers.iter())
+                    .map(|(c, (_, a))| (c.as_str(), *a)),
+            );
         }
         if let Some(f) = &self.footer {
             out.push_str(f);
@@ -265,9 +305,9 @@ mod tests {
         t.row(vec!["超时\x1b[2J".into(), "5".into()]);
         t.row(vec!["ab".into(), "123".into()]);
         insta::assert_snapshot!(t.render(), @r"
-        Name            N
+        Name             N
         超时\u{1b}[2J    5
-        ab            123
+        ab             123
         ");
     }
 }

@@ -98,7 +98,10 @@ impl Env {
     }
 
     fn var(&self, k: &str) -> Option<&str> {
-        self.vars.get(k).map(String::as_str).filter(|v| !v.is_empty())
+        self.vars
+            .get(k)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
     }
 }
 
@@ -179,7 +182,10 @@ impl UserSettings {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
             Err(e) => {
-                return Err(SettingsError::Read { path: path.display().to_string(), reason: e.to_string() })
+                return Err(SettingsError::Read {
+                    path: path.display().to_string(),
+                    reason: e.to_string(),
+                })
             }
         };
         let s: UserSettings = toml::from_str(&text).map_err(|e| SettingsError::Invalid {
@@ -199,7 +205,10 @@ impl UserSettings {
 
     /// Write atomically (temporary file + rename) to `path`.
     pub fn save(&self, path: &Path) -> Result<(), SettingsError> {
-        let err = |e: std::io::Error| SettingsError::Write { path: path.display().to_string(), reason: e.to_string() };
+        let err = |e: std::io::Error| SettingsError::Write {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        };
         let text = toml::to_string(self).map_err(|e| SettingsError::Write {
             path: path.display().to_string(),
             reason: e.to_string(),
@@ -232,11 +241,17 @@ impl Settings {
                     .as_deref()
                     .map(|d| {
                         if d.trim().is_empty() {
-                            return Err(SettingsError::InvalidValue { flag: "DIRECTORY", reason: "empty path".into() });
+                            return Err(SettingsError::InvalidValue {
+                                flag: "DIRECTORY",
+                                reason: "empty path".into(),
+                            });
                         }
                         match DatasetUri::parse(d, &env.cwd) {
                             Ok(DatasetUri::Local(p)) => Ok(p),
-                            Err(e) => Err(SettingsError::InvalidValue { flag: "DIRECTORY", reason: e.to_string() }),
+                            Err(e) => Err(SettingsError::InvalidValue {
+                                flag: "DIRECTORY",
+                                reason: e.to_string(),
+                            }),
                         }
                     })
                     .transpose()?;
@@ -255,7 +270,10 @@ impl Settings {
             ),
             Command::Status(a) => {
                 if a.max_document_bytes == 0 {
-                    return Err(SettingsError::InvalidValue { flag: "--max-document-bytes", reason: "must be > 0".into() });
+                    return Err(SettingsError::InvalidValue {
+                        flag: "--max-document-bytes",
+                        reason: "must be > 0".into(),
+                    });
                 }
                 (
                     CommandSettings::Status {
@@ -294,15 +312,30 @@ fn settings_location(flag: Option<&Path>, env: &Env) -> Option<PathBuf> {
     if let Some(x) = env.var("XDG_CONFIG_HOME") {
         return Some(Path::new(x).join("pchronicle").join("settings.toml"));
     }
-    env.var("HOME").map(|h| Path::new(h).join(".config").join("pchronicle").join("settings.toml"))
+    env.var("HOME").map(|h| {
+        Path::new(h)
+            .join(".config")
+            .join("pchronicle")
+            .join("settings.toml")
+    })
 }
 
-fn read_settings(a: &DatasetArgs, env: &Env, settings_path: Option<&Path>) -> Result<ReadSettings, SettingsError> {
+fn read_settings(
+    a: &DatasetArgs,
+    env: &Env,
+    settings_path: Option<&Path>,
+) -> Result<ReadSettings, SettingsError> {
     if a.max_files == 0 {
-        return Err(SettingsError::InvalidValue { flag: "--max-files", reason: "must be > 0".into() });
+        return Err(SettingsError::InvalidValue {
+            flag: "--max-files",
+            reason: "must be > 0".into(),
+        });
     }
     if a.max_entries == 0 {
-        return Err(SettingsError::InvalidValue { flag: "--max-entries", reason: "must be > 0".into() });
+        return Err(SettingsError::InvalidValue {
+            flag: "--max-entries",
+            reason: "must be > 0".into(),
+        });
     }
     let dataset = match &a.dataset {
         Some(uri) => DatasetUri::parse(uri, &env.cwd)?,
@@ -317,7 +350,10 @@ fn read_settings(a: &DatasetArgs, env: &Env, settings_path: Option<&Path>) -> Re
     };
     Ok(ReadSettings {
         dataset,
-        limits: DiscoveryLimits { max_files: a.max_files, max_entries: a.max_entries },
+        limits: DiscoveryLimits {
+            max_files: a.max_files,
+            max_entries: a.max_entries,
+        },
         strict: a.errors == ErrorsArg::Strict,
     })
 }
@@ -329,12 +365,21 @@ mod tests {
 
     fn env(dir: &Path) -> Env {
         let mut vars = HashMap::new();
-        vars.insert("PCHRONICLE_SETTINGS".to_string(), dir.join("s.toml").display().to_string());
-        Env { cwd: dir.to_path_buf(), vars, stdout_tty: false, stderr_tty: false }
+        vars.insert(
+            "PCHRONICLE_SETTINGS".to_string(),
+            dir.join("s.toml").display().to_string(),
+        );
+        Env {
+            cwd: dir.to_path_buf(),
+            vars,
+            stdout_tty: false,
+            stderr_tty: false,
+        }
     }
 
     fn resolve(args: &[&str], env: &Env) -> Result<Settings, SettingsError> {
-        let cli = Cli::try_parse_from(std::iter::once("pchronicle").chain(args.iter().copied())).unwrap();
+        let cli =
+            Cli::try_parse_from(std::iter::once("pchronicle").chain(args.iter().copied())).unwrap();
         Settings::resolve_with(&cli, env)
     }
 
@@ -342,10 +387,21 @@ mod tests {
     fn auto_format_follows_tty() {
         let d = tempfile::tempdir().unwrap();
         let mut e = env(d.path());
-        assert_eq!(resolve(&["ls", "."], &e).unwrap().format, OutputFormat::Json);
+        assert_eq!(
+            resolve(&["ls", "."], &e).unwrap().format,
+            OutputFormat::Json
+        );
         e.stdout_tty = true;
-        assert_eq!(resolve(&["ls", "."], &e).unwrap().format, OutputFormat::Table);
-        assert_eq!(resolve(&["ls", ".", "--format", "json"], &e).unwrap().format, OutputFormat::Json);
+        assert_eq!(
+            resolve(&["ls", "."], &e).unwrap().format,
+            OutputFormat::Table
+        );
+        assert_eq!(
+            resolve(&["ls", ".", "--format", "json"], &e)
+                .unwrap()
+                .format,
+            OutputFormat::Json
+        );
     }
 
     #[test]
@@ -355,13 +411,21 @@ mod tests {
         assert_eq!(resolve(&["status"], &e).unwrap_err().code(), "PC-CLI-002");
         let wh = d.path().join("wh");
         std::fs::create_dir(&wh).unwrap();
-        UserSettings { default_warehouse: Some(wh.display().to_string()) }.save(&d.path().join("s.toml")).unwrap();
+        UserSettings {
+            default_warehouse: Some(wh.display().to_string()),
+        }
+        .save(&d.path().join("s.toml"))
+        .unwrap();
         let s = resolve(&["status"], &e).unwrap();
-        let CommandSettings::Status { read, .. } = s.command else { panic!() };
+        let CommandSettings::Status { read, .. } = s.command else {
+            panic!()
+        };
         assert_eq!(read.dataset, DatasetUri::local(&wh, d.path()));
         // An explicit URI wins.
         let s = resolve(&["ls", "/"], &e).unwrap();
-        let CommandSettings::Ls { read, .. } = s.command else { panic!() };
+        let CommandSettings::Ls { read, .. } = s.command else {
+            panic!()
+        };
         assert_eq!(read.dataset.to_string(), "/");
     }
 
@@ -369,7 +433,12 @@ mod tests {
     fn bad_values_have_codes() {
         let d = tempfile::tempdir().unwrap();
         let e = env(d.path());
-        assert_eq!(resolve(&["ls", ".", "--max-files", "0"], &e).unwrap_err().code(), "PC-CLI-003");
+        assert_eq!(
+            resolve(&["ls", ".", "--max-files", "0"], &e)
+                .unwrap_err()
+                .code(),
+            "PC-CLI-003"
+        );
         std::fs::write(d.path().join("s.toml"), "nonsense = 1\n").unwrap();
         assert_eq!(resolve(&["ls"], &e).unwrap_err().code(), "PC-SET-002");
     }

@@ -10,14 +10,26 @@ use std::collections::HashSet;
 use serde_json::{json, Map, Value};
 
 use super::json::RecordPos;
-use super::model::{Agent, Llm, Origin, Prompt, Storyline, Task, TaskResult, ToolCall, ToolResponse, Turn};
+use super::model::{
+    Agent, Llm, Origin, Prompt, Storyline, Task, TaskResult, ToolCall, ToolResponse, Turn,
+};
 use super::residual::{canonical_digest, join, Residual};
 use super::{locator, DecodeCtx, Diagnostic, FormatError};
 
 /// Source name in `unknown_fields`.
 pub const SOURCE: &str = "actf";
 const ARRAYS: &[&str] = &["steps", "tools", "tool_calls", "observation"];
-const ROOT_KEYS: &[&str] = &["task_id", "category", "k", "correct", "attempts_tried", "solved_at", "attempts", "retry_count", "retry_counts"];
+const ROOT_KEYS: &[&str] = &[
+    "task_id",
+    "category",
+    "k",
+    "correct",
+    "attempts_tried",
+    "solved_at",
+    "attempts",
+    "retry_count",
+    "retry_counts",
+];
 
 fn absent_if_empty(v: Option<Value>) -> Option<Value> {
     match v {
@@ -29,11 +41,18 @@ fn absent_if_empty(v: Option<Value>) -> Option<Value> {
 }
 
 fn nonempty_str(v: Option<&Value>) -> Option<String> {
-    v.and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string)
+    v.and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
 }
 
 /// Decode one ACTF document.
-pub fn decode(v: Value, pos: RecordPos, ctx: &mut DecodeCtx, sink: &mut dyn FnMut(Storyline)) -> Result<(), FormatError> {
+pub fn decode(
+    v: Value,
+    pos: RecordPos,
+    ctx: &mut DecodeCtx,
+    sink: &mut dyn FnMut(Storyline),
+) -> Result<(), FormatError> {
     let at = locator(pos);
     let Value::Object(mut root) = v else {
         return Err(ctx.schema(at, "an ACTF document must be a JSON object"));
@@ -45,15 +64,28 @@ pub fn decode(v: Value, pos: RecordPos, ctx: &mut DecodeCtx, sink: &mut dyn FnMu
     };
     let attempts = match root.remove("attempts") {
         Some(Value::Object(a)) if !a.is_empty() => a,
-        _ => return Err(ctx.schema(format!("{at} /attempts"), "must be a non-empty object of attempts")),
+        _ => {
+            return Err(ctx.schema(
+                format!("{at} /attempts"),
+                "must be a non-empty object of attempts",
+            ))
+        }
     };
     let n_attempts = attempts.len();
     let k = root.get("k").and_then(Value::as_u64);
     if k.is_none() || k == Some(0) {
-        ctx.diag(Diagnostic::LENIENT_VALUE, format!("{at} /k"), "k must be a positive integer");
+        ctx.diag(
+            Diagnostic::LENIENT_VALUE,
+            format!("{at} /k"),
+            "k must be a positive integer",
+        );
     }
     if root.get("attempts_tried").and_then(Value::as_u64) != Some(n_attempts as u64) {
-        ctx.diag(Diagnostic::LENIENT_VALUE, format!("{at} /attempts_tried"), "attempts_tried does not equal the number of attempts");
+        ctx.diag(
+            Diagnostic::LENIENT_VALUE,
+            format!("{at} /attempts_tried"),
+            "attempts_tried does not equal the number of attempts",
+        );
     }
     let mut root_extra = Map::new();
     for (key, val) in &root {
@@ -68,9 +100,20 @@ pub fn decode(v: Value, pos: RecordPos, ctx: &mut DecodeCtx, sink: &mut dyn FnMu
         };
         let mut res = Residual::default();
         res.rest("", root_extra.clone());
-        let session = if n_attempts == 1 { task_id.clone() } else { format!("{task_id}#attempt-{a}") };
+        let session = if n_attempts == 1 {
+            task_id.clone()
+        } else {
+            format!("{task_id}#attempt-{a}")
+        };
         let mut doc = Storyline::new(session, "actf-agent");
-        doc.agent = Agent { id: "actf-agent".into(), name: Some("ACTF Agent".into()), ver: None, model: None, tools: None, extra: None };
+        doc.agent = Agent {
+            id: "actf-agent".into(),
+            name: Some("ACTF Agent".into()),
+            ver: None,
+            model: None,
+            tools: None,
+            extra: None,
+        };
         doc.run = Some(task_id.clone());
         doc.attempt_id = Some(a.clone());
         let result = TaskResult {
@@ -104,7 +147,11 @@ pub fn decode(v: Value, pos: RecordPos, ctx: &mut DecodeCtx, sink: &mut dyn FnMu
             fm.insert("analysis_result".into(), ar);
         }
         doc.final_metrics = Some(Value::Object(fm));
-        doc.task = Some(Task { env: None, llm: Some(Llm { k }), result: Some(result) });
+        doc.task = Some(Task {
+            env: None,
+            llm: Some(Llm { k }),
+            result: Some(result),
+        });
         doc.extra = att.remove("extra");
         doc.meta = att.remove("meta");
         let traj = att.remove("trajectory");
@@ -127,7 +174,11 @@ pub fn decode(v: Value, pos: RecordPos, ctx: &mut DecodeCtx, sink: &mut dyn FnMu
                         if let Some(o) = other {
                             res.put(join(&tp, "schema_version"), o);
                         }
-                        ctx.diag(Diagnostic::LENIENT_VALUE, format!("{at} {tp}/schema_version"), "missing ACTF schema_version");
+                        ctx.diag(
+                            Diagnostic::LENIENT_VALUE,
+                            format!("{at} {tp}/schema_version"),
+                            "missing ACTF schema_version",
+                        );
                         None
                     }
                 };
@@ -136,20 +187,40 @@ pub fn decode(v: Value, pos: RecordPos, ctx: &mut DecodeCtx, sink: &mut dyn FnMu
                 let steps = match t.remove("steps") {
                     Some(Value::Array(s)) => s,
                     Some(Value::Null) | None => Vec::new(),
-                    Some(other) => return Err(ctx.schema(format!("{at} {tp}/steps"), format!("expected an array, found {}", super::atif::type_name(&other)))),
+                    Some(other) => {
+                        return Err(ctx.schema(
+                            format!("{at} {tp}/steps"),
+                            format!(
+                                "expected an array, found {}",
+                                super::atif::type_name(&other)
+                            ),
+                        ))
+                    }
                 };
                 res.rest(&tp, t);
                 convert_steps(steps, &tp, &at, &mut doc, &mut res, ctx)?;
             }
             Some(Value::Null) | None => {
-                ctx.diag(Diagnostic::LENIENT_VALUE, format!("{at} {tp}"), "attempt has no trajectory; read as empty");
+                ctx.diag(
+                    Diagnostic::LENIENT_VALUE,
+                    format!("{at} {tp}"),
+                    "attempt has no trajectory; read as empty",
+                );
             }
             Some(other) => {
-                ctx.diag(Diagnostic::LENIENT_VALUE, format!("{at} {tp}"), "attempt trajectory is not an ACTF trajectory object; kept as residual");
+                ctx.diag(
+                    Diagnostic::LENIENT_VALUE,
+                    format!("{at} {tp}"),
+                    "attempt trajectory is not an ACTF trajectory object; kept as residual",
+                );
                 res.put(tp.clone(), other);
             }
         }
-        doc.origin = Some(Origin { format: SOURCE.into(), schema_version, document_id: None });
+        doc.origin = Some(Origin {
+            format: SOURCE.into(),
+            schema_version,
+            document_id: None,
+        });
         res.apply(&mut doc, SOURCE, &digest, ARRAYS);
         sink(doc);
     }
@@ -176,12 +247,20 @@ fn convert_steps(
         let id = match o.remove("step_id").and_then(|v| v.as_i64()) {
             Some(id) => id,
             None => {
-                ctx.diag(Diagnostic::GENERATED_ID, format!("{at} {sp}/step_id"), format!("missing step_id; using {}", i + 1));
+                ctx.diag(
+                    Diagnostic::GENERATED_ID,
+                    format!("{at} {sp}/step_id"),
+                    format!("missing step_id; using {}", i + 1),
+                );
                 i as i64 + 1
             }
         };
         if prev.is_some_and(|p| id <= p) && !order_reported {
-            ctx.diag(Diagnostic::STEP_ORDER, format!("{at} {sp}/step_id"), format!("step_id {id} does not increase"));
+            ctx.diag(
+                Diagnostic::STEP_ORDER,
+                format!("{at} {sp}/step_id"),
+                format!("step_id {id} does not increase"),
+            );
             order_reported = true;
         }
         prev = Some(id);
@@ -194,7 +273,11 @@ fn convert_steps(
             }
         };
         let content = ac.remove("content").unwrap_or(Value::Null);
-        let msg = if content.is_null() { Value::String(String::new()) } else { content };
+        let msg = if content.is_null() {
+            Value::String(String::new())
+        } else {
+            content
+        };
         let mut turn = Turn::new(id, "agent", msg);
         turn.nllm = Some(1);
         turn.reason = nonempty_str(ac.remove("reasoning_content").as_ref());
@@ -211,10 +294,16 @@ fn convert_steps(
         let mut calls = Vec::new();
         let mut step_ids = HashSet::new();
         for (c, call) in raw_calls.into_iter().enumerate() {
-            let Value::Object(mut co) = call else { continue };
+            let Value::Object(mut co) = call else {
+                continue;
+            };
             let tcid = nonempty_str(co.get("id")).unwrap_or_else(|| format!("step-{id}-tool-{c}"));
             if !step_ids.insert(tcid.clone()) || !all_calls.insert(tcid.clone()) {
-                ctx.diag(Diagnostic::DUPLICATE_TOOL_CALL_ID, format!("{at} {sp}/tools/{c}/id"), format!("tool call id `{tcid}` is used more than once"));
+                ctx.diag(
+                    Diagnostic::DUPLICATE_TOOL_CALL_ID,
+                    format!("{at} {sp}/tools/{c}/id"),
+                    format!("tool call id `{tcid}` is used more than once"),
+                );
             }
             let kind = nonempty_str(co.get("type"));
             let func = nonempty_str(co.get("name"))
@@ -239,18 +328,45 @@ fn convert_steps(
             let result = co.get("aggregated_output").cloned();
             let status = co.get("status").and_then(Value::as_str).map(str::to_string);
             let exit_code = co.get("exit_code").and_then(Value::as_i64);
-            let response = (status.is_some() || exit_code.is_some()).then_some(ToolResponse { status, exit_code });
-            for key in ["id", "name", "input", "arguments", "function", "command", "aggregated_output", "type", "status", "exit_code"] {
+            let response = (status.is_some() || exit_code.is_some())
+                .then_some(ToolResponse { status, exit_code });
+            for key in [
+                "id",
+                "name",
+                "input",
+                "arguments",
+                "function",
+                "command",
+                "aggregated_output",
+                "type",
+                "status",
+                "exit_code",
+            ] {
                 co.remove(key);
             }
             res.rest(&format!("{sp}/tools/{c}"), co);
-            calls.push(ToolCall { tcid, func, args, result, duration_ms: None, extra: None, kind, response });
+            calls.push(ToolCall {
+                tcid,
+                func,
+                args,
+                result,
+                duration_ms: None,
+                extra: None,
+                kind,
+                response,
+            });
         }
         let metric = o.remove("metric");
         if let Some(m) = metric.as_ref().and_then(Value::as_object) {
-            turn.latency_ms = m.get("llm_infer_ms").and_then(Value::as_f64).map(|f| f as i64);
+            turn.latency_ms = m
+                .get("llm_infer_ms")
+                .and_then(Value::as_f64)
+                .map(|f| f as i64);
             if calls.len() == 1 {
-                calls[0].duration_ms = m.get("env_action_ms").and_then(Value::as_f64).map(|f| f as i64);
+                calls[0].duration_ms = m
+                    .get("env_action_ms")
+                    .and_then(Value::as_f64)
+                    .map(|f| f as i64);
             }
         }
         turn.metrics = metric;
@@ -258,7 +374,8 @@ fn convert_steps(
             if !obs.is_empty() {
                 let mut results = Vec::with_capacity(obs.len());
                 for (k, mut r) in obs.into_iter().enumerate() {
-                    let link = nonempty_str(r.get("tool_use_id")).or_else(|| nonempty_str(r.get("id")));
+                    let link =
+                        nonempty_str(r.get("tool_use_id")).or_else(|| nonempty_str(r.get("id")));
                     if let (Some(l), Some(ro)) = (link, r.as_object_mut()) {
                         if !step_ids.contains(&l) {
                             ctx.diag(Diagnostic::ORPHAN_RESULT, format!("{at} {sp}/observation/{k}"), format!("observation names tool call `{l}`, which is not a call of this step"));
@@ -281,8 +398,14 @@ fn convert_steps(
         }
         turn.ts = o.remove("started_at").filter(|v| !v.is_null());
         turn.finished_at = o.remove("finished_at").filter(|v| !v.is_null());
-        let sys = o.remove("system_prompt").and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
-        let user = o.remove("user_content").and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        let sys = o
+            .remove("system_prompt")
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let user = o
+            .remove("user_content")
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
         let pair = (sys, user);
         match &baseline {
             None if !pair.0.is_empty() || !pair.1.is_empty() => {
@@ -293,7 +416,12 @@ fn convert_steps(
                 baseline = Some(pair);
             }
             Some(b) if *b == pair => {}
-            _ => turn.prompt = Some(Prompt { system: Some(pair.0), user: Some(pair.1) }),
+            _ => {
+                turn.prompt = Some(Prompt {
+                    system: Some(pair.0),
+                    user: Some(pair.1),
+                })
+            }
         }
         res.rest(&sp, o);
         doc.turns.push(turn);

@@ -22,17 +22,34 @@ const ARRAYS: &[&str] = &["steps", "tool_calls", "subagent_trajectories"];
 const VERSION_PREFIX: &str = "ATIF-v1.";
 
 /// Decode one ATIF record (a root trajectory with its embedded subagents).
-pub fn decode(v: Value, pos: RecordPos, ctx: &mut DecodeCtx, sink: &mut dyn FnMut(Storyline)) -> Result<(), FormatError> {
+pub fn decode(
+    v: Value,
+    pos: RecordPos,
+    ctx: &mut DecodeCtx,
+    sink: &mut dyn FnMut(Storyline),
+) -> Result<(), FormatError> {
     let Value::Object(root) = v else {
         return Err(ctx.schema(locator(pos), "an ATIF trajectory must be a JSON object"));
     };
     let digest_src = Value::Object(root.clone());
     let mut docs = Vec::new();
     let mut ids = HashSet::new();
-    let node = Node { prefix: String::new(), inherited_session: None, run: None, parent: None, pos };
+    let node = Node {
+        prefix: String::new(),
+        inherited_session: None,
+        run: None,
+        parent: None,
+        pos,
+    };
     convert_node(root, node, ctx, &mut docs, &mut ids)?;
-    let needs_digest = docs.iter().any(|(_, r): &(Storyline, Residual)| !r.is_empty());
-    let digest = if needs_digest { canonical_digest(&digest_src) } else { String::new() };
+    let needs_digest = docs
+        .iter()
+        .any(|(_, r): &(Storyline, Residual)| !r.is_empty());
+    let digest = if needs_digest {
+        canonical_digest(&digest_src)
+    } else {
+        String::new()
+    };
     for (mut doc, residual) in docs {
         residual.apply(&mut doc, SOURCE, &digest, ARRAYS);
         sink(doc);
@@ -48,7 +65,12 @@ struct Node {
     pos: RecordPos,
 }
 
-fn take_str(obj: &mut Map<String, Value>, key: &str, res: &mut Residual, prefix: &str) -> Option<String> {
+fn take_str(
+    obj: &mut Map<String, Value>,
+    key: &str,
+    res: &mut Residual,
+    prefix: &str,
+) -> Option<String> {
     match obj.remove(key) {
         Some(Value::String(s)) => Some(s),
         Some(Value::Null) | None => None,
@@ -60,7 +82,11 @@ fn take_str(obj: &mut Map<String, Value>, key: &str, res: &mut Residual, prefix:
 }
 
 fn as_i64(v: &Value) -> Option<i64> {
-    v.as_i64().or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && f.is_finite()).map(|f| f as i64))
+    v.as_i64().or_else(|| {
+        v.as_f64()
+            .filter(|f| f.fract() == 0.0 && f.is_finite())
+            .map(|f| f as i64)
+    })
 }
 
 fn convert_node(
@@ -87,36 +113,77 @@ fn convert_node(
             Some(s)
         }
         None | Some(Value::Null) => None,
-        Some(other) => return Err(ctx.schema(at("/schema_version"), format!("expected a string, found {}", type_name(&other)))),
+        Some(other) => {
+            return Err(ctx.schema(
+                at("/schema_version"),
+                format!("expected a string, found {}", type_name(&other)),
+            ))
+        }
     };
     let session_id = take_str(&mut obj, "session_id", &mut res, p).filter(|s| !s.is_empty());
     let trajectory_id = take_str(&mut obj, "trajectory_id", &mut res, p).filter(|s| !s.is_empty());
-    let session = match session_id.clone().or_else(|| node.inherited_session.clone()).or_else(|| trajectory_id.clone()) {
+    let session = match session_id
+        .clone()
+        .or_else(|| node.inherited_session.clone())
+        .or_else(|| trajectory_id.clone())
+    {
         Some(s) => s,
         None => {
             let g = format!("generated-{}", node.pos.index + 1);
-            ctx.diag(Diagnostic::GENERATED_ID, at("/session_id"), format!("no session_id or trajectory_id; using `{g}`"));
+            ctx.diag(
+                Diagnostic::GENERATED_ID,
+                at("/session_id"),
+                format!("no session_id or trajectory_id; using `{g}`"),
+            );
             g
         }
     };
     let run = node.run.clone().or_else(|| session_id.clone());
 
     let agent = match obj.remove("agent") {
-        Some(Value::Object(a)) => convert_agent(a, &format!("{p}/agent"), &mut res, ctx, &at("/agent")),
+        Some(Value::Object(a)) => {
+            convert_agent(a, &format!("{p}/agent"), &mut res, ctx, &at("/agent"))
+        }
         Some(other) => {
             res.put(join(p, "agent"), other);
-            ctx.diag(Diagnostic::LENIENT_VALUE, at("/agent"), "agent is not an object; kept as residual");
-            Agent { id: "unknown".into(), name: None, ver: None, model: None, tools: None, extra: None }
+            ctx.diag(
+                Diagnostic::LENIENT_VALUE,
+                at("/agent"),
+                "agent is not an object; kept as residual",
+            );
+            Agent {
+                id: "unknown".into(),
+                name: None,
+                ver: None,
+                model: None,
+                tools: None,
+                extra: None,
+            }
         }
         None => {
-            ctx.diag(Diagnostic::GENERATED_ID, at("/agent"), "no agent; using agent id `unknown`");
-            Agent { id: "unknown".into(), name: None, ver: None, model: None, tools: None, extra: None }
+            ctx.diag(
+                Diagnostic::GENERATED_ID,
+                at("/agent"),
+                "no agent; using agent id `unknown`",
+            );
+            Agent {
+                id: "unknown".into(),
+                name: None,
+                ver: None,
+                model: None,
+                tools: None,
+                extra: None,
+            }
         }
     };
 
     let mut doc = Storyline::new(session.clone(), agent.id.clone());
     doc.agent = agent;
-    doc.origin = Some(Origin { format: SOURCE.into(), schema_version, document_id: None });
+    doc.origin = Some(Origin {
+        format: SOURCE.into(),
+        schema_version,
+        document_id: None,
+    });
     doc.run = run.clone();
     doc.trajectory = trajectory_id;
     doc.parent = node.parent;
@@ -144,13 +211,18 @@ fn convert_node(
             let mut order_reported = false;
             for (i, s) in steps.into_iter().enumerate() {
                 let sp = format!("{p}/steps/{i}");
-                let turn = convert_step(s, i, &sp, &mut res, ctx, &at, &mut seen_calls, &mut spawn)?;
+                let turn =
+                    convert_step(s, i, &sp, &mut res, ctx, &at, &mut seen_calls, &mut spawn)?;
                 if !seen_ids.insert(turn.id) || prev.is_some_and(|pv| turn.id <= pv) {
                     if !order_reported {
                         ctx.diag(
                             Diagnostic::STEP_ORDER,
                             at(&format!("/steps/{i}/step_id")),
-                            format!("step_id {} does not increase (previous {})", turn.id, prev.unwrap_or(0)),
+                            format!(
+                                "step_id {} does not increase (previous {})",
+                                turn.id,
+                                prev.unwrap_or(0)
+                            ),
                         );
                         order_reported = true;
                     }
@@ -159,7 +231,12 @@ fn convert_node(
                 doc.turns.push(turn);
             }
         }
-        Some(other) => return Err(ctx.schema(at("/steps"), format!("expected an array of steps, found {}", type_name(&other)))),
+        Some(other) => {
+            return Err(ctx.schema(
+                at("/steps"),
+                format!("expected an array of steps, found {}", type_name(&other)),
+            ))
+        }
         None => return Err(ctx.schema(at(""), "an ATIF trajectory needs `steps`")),
     }
 
@@ -179,9 +256,16 @@ fn convert_node(
     for (i, c) in children.into_iter().enumerate() {
         let cp = format!("{p}/subagent_trajectories/{i}");
         let Value::Object(mut cobj) = c else {
-            return Err(ctx.schema(at(&format!("/subagent_trajectories/{i}")), "a subagent trajectory must be an object"));
+            return Err(ctx.schema(
+                at(&format!("/subagent_trajectories/{i}")),
+                "a subagent trajectory must be an object",
+            ));
         };
-        let tid = match cobj.get("trajectory_id").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+        let tid = match cobj
+            .get("trajectory_id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        {
             Some(t) => t.to_string(),
             None => {
                 let g = format!("{parent_key}/subagent-{}", i + 1);
@@ -194,13 +278,21 @@ fn convert_node(
                 g
             }
         };
-        let (scid, ptid) = spawn.get(&tid).cloned().map_or((None, None), |(c, t)| (c, Some(t)));
+        let (scid, ptid) = spawn
+            .get(&tid)
+            .cloned()
+            .map_or((None, None), |(c, t)| (c, Some(t)));
         child_ids.push(tid);
         let child = Node {
             prefix: cp,
             inherited_session: Some(session.clone()),
             run: run.clone().or_else(|| Some(session.clone())),
-            parent: Some(Parent { psid: parent_key.clone(), scid, ptid, rel: None }),
+            parent: Some(Parent {
+                psid: parent_key.clone(),
+                scid,
+                ptid,
+                rel: None,
+            }),
             pos: node.pos,
         };
         convert_node(cobj, child, ctx, out, ids)?;
@@ -214,12 +306,22 @@ fn convert_node(
     Ok(())
 }
 
-fn convert_agent(mut a: Map<String, Value>, p: &str, res: &mut Residual, ctx: &mut DecodeCtx, at: &str) -> Agent {
+fn convert_agent(
+    mut a: Map<String, Value>,
+    p: &str,
+    res: &mut Residual,
+    ctx: &mut DecodeCtx,
+    at: &str,
+) -> Agent {
     let name = take_str(&mut a, "name", res, p);
     let id = match name.clone().filter(|n| !n.is_empty()) {
         Some(n) => n,
         None => {
-            ctx.diag(Diagnostic::GENERATED_ID, format!("{at}/name"), "agent has no name; using agent id `unknown`");
+            ctx.diag(
+                Diagnostic::GENERATED_ID,
+                format!("{at}/name"),
+                "agent has no name; using agent id `unknown`",
+            );
             "unknown".to_string()
         }
     };
@@ -257,7 +359,11 @@ fn convert_step(
             if let Some(v) = other {
                 res.put(join(p, "step_id"), v);
             }
-            ctx.diag(Diagnostic::GENERATED_ID, at(&format!("{rel}/step_id")), format!("missing or non-integer step_id; using {g}"));
+            ctx.diag(
+                Diagnostic::GENERATED_ID,
+                at(&format!("{rel}/step_id")),
+                format!("missing or non-integer step_id; using {g}"),
+            );
             g
         }
     };
@@ -267,7 +373,11 @@ fn convert_step(
             if let Some(v) = other {
                 res.put(join(p, "source"), v);
             }
-            ctx.diag(Diagnostic::LENIENT_VALUE, at(&format!("{rel}/source")), "missing step source; using `unknown`");
+            ctx.diag(
+                Diagnostic::LENIENT_VALUE,
+                at(&format!("{rel}/source")),
+                "missing step source; using `unknown`",
+            );
             "unknown".into()
         }
     };
@@ -276,7 +386,11 @@ fn convert_step(
     turn.ts = o.remove("timestamp").filter(|v| !v.is_null());
     if let Some(ts) = &turn.ts {
         if super::storyline::parse_timestamp(ts).is_none() {
-            ctx.diag(Diagnostic::LENIENT_VALUE, at(&format!("{rel}/timestamp")), format!("timestamp {ts} is not RFC 3339; kept as text"));
+            ctx.diag(
+                Diagnostic::LENIENT_VALUE,
+                at(&format!("{rel}/timestamp")),
+                format!("timestamp {ts} is not RFC 3339; kept as text"),
+            );
         }
     }
     turn.model = take_str(&mut o, "model_name", res, p);
@@ -301,14 +415,19 @@ fn convert_step(
                 let Value::Object(mut co) = call else {
                     return Err(ctx.schema(at(&crel), "a tool call must be a JSON object"));
                 };
-                let tcid = match take_str(&mut co, "tool_call_id", res, &cp).filter(|s| !s.is_empty()) {
-                    Some(t) => t,
-                    None => {
-                        let g = format!("step-{id}-tool-{c}");
-                        ctx.diag(Diagnostic::GENERATED_ID, at(&format!("{crel}/tool_call_id")), format!("missing tool_call_id; using `{g}`"));
-                        g
-                    }
-                };
+                let tcid =
+                    match take_str(&mut co, "tool_call_id", res, &cp).filter(|s| !s.is_empty()) {
+                        Some(t) => t,
+                        None => {
+                            let g = format!("step-{id}-tool-{c}");
+                            ctx.diag(
+                                Diagnostic::GENERATED_ID,
+                                at(&format!("{crel}/tool_call_id")),
+                                format!("missing tool_call_id; using `{g}`"),
+                            );
+                            g
+                        }
+                    };
                 if !seen_calls.insert(tcid.clone()) {
                     ctx.diag(
                         Diagnostic::DUPLICATE_TOOL_CALL_ID,
@@ -320,10 +439,22 @@ fn convert_step(
                 let func = take_str(&mut co, "function_name", res, &cp).unwrap_or_default();
                 let args = co.remove("arguments").unwrap_or(Value::Null);
                 let extra = co.remove("extra");
-                let duration_ms = extra.as_ref().and_then(|e| e.get("duration_ms")).and_then(Value::as_i64);
+                let duration_ms = extra
+                    .as_ref()
+                    .and_then(|e| e.get("duration_ms"))
+                    .and_then(Value::as_i64);
                 let result = co.remove("result");
                 res.rest(&cp, co);
-                out.push(ToolCall { tcid, func, args, result, duration_ms, extra, kind: None, response: None });
+                out.push(ToolCall {
+                    tcid,
+                    func,
+                    args,
+                    result,
+                    duration_ms,
+                    extra,
+                    kind: None,
+                    response: None,
+                });
             }
             turn.tool_calls = Some(out);
         }
@@ -339,7 +470,9 @@ fn convert_step(
                         ctx.diag(
                             Diagnostic::ORPHAN_RESULT,
                             at(&format!("{rel}/observation/results/{k}/source_call_id")),
-                            format!("result names tool call `{c}`, which is not a call of this step"),
+                            format!(
+                                "result names tool call `{c}`, which is not a call of this step"
+                            ),
                         );
                     }
                 }
@@ -356,7 +489,9 @@ fn convert_step(
     }
     if let Some(m) = o.remove("metrics") {
         if let Some(mo) = m.as_object() {
-            turn.latency_ms = ["latency_ms", "elapsed_ms", "duration_ms"].iter().find_map(|k| mo.get(*k).and_then(as_i64));
+            turn.latency_ms = ["latency_ms", "elapsed_ms", "duration_ms"]
+                .iter()
+                .find_map(|k| mo.get(*k).and_then(as_i64));
             turn.ttft_ms = mo.get("ttft_ms").and_then(as_i64);
         }
         turn.metrics = Some(m);

@@ -196,7 +196,11 @@ impl Diagnostic {
 
     /// A new diagnostic.
     pub fn new(code: &'static str, pointer: impl Into<String>, message: impl Into<String>) -> Self {
-        Diagnostic { code, pointer: pointer.into(), message: message.into() }
+        Diagnostic {
+            code,
+            pointer: pointer.into(),
+            message: message.into(),
+        }
     }
 
     /// True when the diagnostic marks the Source degraded (generated ids do not).

@@ -60,7 +60,10 @@ pub fn for_each_record(
                 match stream.next() {
                     None => return Ok(()),
                     Some(Ok(v)) => {
-                        line += bytes[counted_to..offset].iter().filter(|&&b| b == b'\n').count() as u64;
+                        line += bytes[counted_to..offset]
+                            .iter()
+                            .filter(|&&b| b == b'\n')
+                            .count() as u64;
                         counted_to = offset;
                         f(v, RecordPos { index, line })?;
                         index += 1;
@@ -91,17 +94,29 @@ pub fn for_each_record(
                     }
                     LineRead::Line => {}
                 }
+                while buf.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+                    buf.pop();
+                }
                 if buf.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
                 let v = parse_slice(&buf, source_path, line_no - 1)?;
-                f(v, RecordPos { index, line: line_no })?;
+                f(
+                    v,
+                    RecordPos {
+                        index,
+                        line: line_no,
+                    },
+                )?;
                 index += 1;
             }
         }
         Container::Array => {
             let counter = Rc::new(Cell::new(0u64));
-            let limited = LimitedReader { inner: BufReader::with_capacity(1 << 16, file), counter: counter.clone() };
+            let limited = LimitedReader {
+                inner: BufReader::with_capacity(1 << 16, file),
+                counter: counter.clone(),
+            };
             let mut de = serde_json::Deserializer::from_reader(limited);
             let mut err: Option<FormatError> = None;
             let seed = ArraySeed {
@@ -133,36 +148,65 @@ pub fn for_each_record(
 
 /// Parse one complete JSON value from bytes. `line_offset` is added to the
 /// reported line (for records taken from the middle of a file).
-pub fn parse_slice(bytes: &[u8], source_path: &str, line_offset: u64) -> Result<Value, FormatError> {
+pub fn parse_slice(
+    bytes: &[u8],
+    source_path: &str,
+    line_offset: u64,
+) -> Result<Value, FormatError> {
     serde_json::from_slice(bytes).map_err(|e| classify(&e, source_path, Some(bytes), line_offset))
 }
 
 fn io_error(source_path: &str, e: &std::io::Error) -> FormatError {
-    FormatError::Io { source_path: source_path.to_string(), message: e.to_string() }
+    FormatError::Io {
+        source_path: source_path.to_string(),
+        message: e.to_string(),
+    }
 }
 
 /// Turn a serde_json error into a coded [`FormatError`].
-fn classify(e: &serde_json::Error, source_path: &str, bytes: Option<&[u8]>, line_offset: u64) -> FormatError {
+fn classify(
+    e: &serde_json::Error,
+    source_path: &str,
+    bytes: Option<&[u8]>,
+    line_offset: u64,
+) -> FormatError {
     let line = e.line() as u64 + line_offset;
     let column = e.column() as u64;
     let sp = source_path.to_string();
     let msg = e.to_string();
     if msg.contains("recursion limit exceeded") {
-        return FormatError::TooDeep { source_path: sp, line, column };
+        return FormatError::TooDeep {
+            source_path: sp,
+            line,
+            column,
+        };
     }
     if e.is_eof() {
-        return FormatError::Truncated { source_path: sp, line, column };
+        return FormatError::Truncated {
+            source_path: sp,
+            line,
+            column,
+        };
     }
     if let Some(b) = bytes {
         if looks_non_finite(b, e.line(), e.column()) {
-            return FormatError::NonFinite { source_path: sp, line, column };
+            return FormatError::NonFinite {
+                source_path: sp,
+                line,
+                column,
+            };
         }
     }
     let message = match msg.rfind(" at line ") {
         Some(i) => msg[..i].to_string(),
         None => msg,
     };
-    FormatError::InvalidJson { source_path: sp, line, column, message }
+    FormatError::InvalidJson {
+        source_path: sp,
+        line,
+        column,
+        message,
+    }
 }
 
 /// True when the bytes at (line, column) start `NaN`, `Infinity` or `-Infinity`.
@@ -192,12 +236,20 @@ enum LineRead {
 
 /// Read up to and including `\n` into `buf`, failing fast (without buffering
 /// the rest) when the line exceeds `limit` bytes.
-fn read_line_bounded<R: BufRead>(r: &mut R, buf: &mut Vec<u8>, limit: u64) -> std::io::Result<LineRead> {
+fn read_line_bounded<R: BufRead>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    limit: u64,
+) -> std::io::Result<LineRead> {
     let mut seen = 0u64;
     loop {
         let avail = r.fill_buf()?;
         if avail.is_empty() {
-            return Ok(if seen == 0 { LineRead::Eof } else { LineRead::Line });
+            return Ok(if seen == 0 {
+                LineRead::Eof
+            } else {
+                LineRead::Line
+            });
         }
         let (take, done) = match avail.iter().position(|&b| b == b'\n') {
             Some(p) => (p + 1, true),
@@ -254,7 +306,9 @@ impl<'de> Visitor<'de> for ArraySeed<'_, '_> {
         let mut index = 0u64;
         loop {
             self.counter.set(0);
-            let Some(v) = seq.next_element::<Value>()? else { return Ok(()) };
+            let Some(v) = seq.next_element::<Value>()? else {
+                return Ok(());
+            };
             // The reader runs ahead by at most one buffer; allow for it.
             if self.counter.get() > self.limit.saturating_add(1 << 16) {
                 *self.err = Some(FormatError::TooLarge {
@@ -279,7 +333,11 @@ mod tests {
     use super::*;
     use std::io::Write as _;
 
-    fn records(content: &[u8], container: Container, limit: u64) -> Result<Vec<Value>, FormatError> {
+    fn records(
+        content: &[u8],
+        container: Container,
+        limit: u64,
+    ) -> Result<Vec<Value>, FormatError> {
         let mut f = tempfile::tempfile().unwrap();
         f.write_all(content).unwrap();
         use std::io::Seek as _;
@@ -294,9 +352,22 @@ mod tests {
 
     #[test]
     fn reads_each_layout() {
-        assert_eq!(records(b"{\"a\":1}", Container::Object, 100).unwrap().len(), 1);
-        assert_eq!(records(b"[{\"a\":1},{\"a\":2}]", Container::Array, 100).unwrap().len(), 2);
-        assert_eq!(records(b"{\"a\":1}\n\n{\"a\":2}\n", Container::Lines, 100).unwrap().len(), 2);
+        assert_eq!(
+            records(b"{\"a\":1}", Container::Object, 100).unwrap().len(),
+            1
+        );
+        assert_eq!(
+            records(b"[{\"a\":1},{\"a\":2}]", Container::Array, 100)
+                .unwrap()
+                .len(),
+            2
+        );
+        assert_eq!(
+            records(b"{\"a\":1}\n\n{\"a\":2}\n", Container::Lines, 100)
+                .unwrap()
+                .len(),
+            2
+        );
     }
 
     #[test]

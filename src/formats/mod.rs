@@ -121,22 +121,43 @@ pub fn sniff_file(path: &Path) -> std::io::Result<Sniffed> {
             break;
         }
         let shape = sniffer.shape();
-        if !shape.layout_known && shape.invalid_at.is_none() && early_decision(shape).is_some() && total >= SNIFF_CHUNK {
+        if !shape.layout_known
+            && shape.invalid_at.is_none()
+            && early_decision(shape).is_some()
+            && total >= SNIFF_CHUNK
+        {
             break;
         }
     }
-    let shape = if eof { sniffer.finish() } else { sniffer.shape().clone() };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let shape = if eof {
+        sniffer.finish()
+    } else {
+        sniffer.shape().clone()
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let mut container = shape.container;
     if !shape.layout_known && container == Container::Object && is_lines_name(&name) {
         container = Container::Lines;
     }
     let detected = detect(&shape);
-    let invalid = shape.invalid_at.map(|at| FormatError::InvalidJson {
-        source_path: String::new(),
-        line: 0,
-        column: 0,
-        message: format!("not valid JSON (byte {at})"),
+    let invalid = shape.invalid_at.map(|at| {
+        if shape.non_finite {
+            FormatError::NonFinite {
+                source_path: String::new(),
+                line: 0,
+                column: 0,
+            }
+        } else {
+            FormatError::InvalidJson {
+                source_path: String::new(),
+                line: 0,
+                column: 0,
+                message: format!("not valid JSON (byte {at})"),
+            }
+        }
     });
     let invalid = match (invalid, eof, shape.record_complete, container) {
         (Some(e), _, _, _) => Some(e),
@@ -177,7 +198,10 @@ fn early_decision(shape: &Shape) -> Option<(SourceFormat, Option<OpenAiShape>)> 
 /// Decide the format from the first record's top-level keys.
 pub fn detect(shape: &Shape) -> Option<(SourceFormat, Option<OpenAiShape>)> {
     use sniff::ValueKind;
-    if !matches!(shape.container, Container::Object | Container::Array | Container::Lines) {
+    if !matches!(
+        shape.container,
+        Container::Object | Container::Array | Container::Lines
+    ) {
         return None;
     }
     let has = |k: &str| shape.key(k).is_some();
@@ -185,7 +209,12 @@ pub fn detect(shape: &Shape) -> Option<(SourceFormat, Option<OpenAiShape>)> {
     if has("task_id") && kind("attempts") == Some(ValueKind::Object) {
         return Some((SourceFormat::Actf, None));
     }
-    if has("session_id") && has("step_id") && ["messages", "messages_json", "response", "response_json"].iter().any(|k| has(k)) {
+    if has("session_id")
+        && has("step_id")
+        && ["messages", "messages_json", "response", "response_json"]
+            .iter()
+            .any(|k| has(k))
+    {
         return Some((SourceFormat::OpenAiMessages, Some(OpenAiShape::Rows)));
     }
     if kind("session_steps") == Some(ValueKind::Array) {
@@ -198,13 +227,19 @@ pub fn detect(shape: &Shape) -> Option<(SourceFormat, Option<OpenAiShape>)> {
         // A declared version of some other format: not ours.
         return None;
     }
-    if kind("turns") == Some(ValueKind::Array) && (has("session") || has("session_id") || has("story_id")) {
+    if kind("turns") == Some(ValueKind::Array)
+        && (has("session") || has("session_id") || has("story_id"))
+    {
         return Some((SourceFormat::Storyline, None));
     }
     if kind("steps") == Some(ValueKind::Array) && kind("agent") == Some(ValueKind::Object) {
         return Some((SourceFormat::Atif, None));
     }
-    if kind("messages") == Some(ValueKind::Array) && !has("turns") && !has("steps") && !has("attempts") {
+    if kind("messages") == Some(ValueKind::Array)
+        && !has("turns")
+        && !has("steps")
+        && !has("attempts")
+    {
         return Some((SourceFormat::OpenAiMessages, Some(OpenAiShape::Sft)));
     }
     None
@@ -228,22 +263,36 @@ pub const MAX_DIAGNOSTICS: usize = 100;
 impl DecodeCtx {
     /// A context for one Source.
     pub fn new(source_path: impl Into<String>) -> Self {
-        DecodeCtx { source_path: source_path.into(), diagnostics: Vec::new(), generated_ids: 0 }
+        DecodeCtx {
+            source_path: source_path.into(),
+            diagnostics: Vec::new(),
+            generated_ids: 0,
+        }
     }
 
     /// Record a diagnostic (bounded).
-    pub fn diag(&mut self, code: &'static str, pointer: impl Into<String>, message: impl Into<String>) {
+    pub fn diag(
+        &mut self,
+        code: &'static str,
+        pointer: impl Into<String>,
+        message: impl Into<String>,
+    ) {
         if code == Diagnostic::GENERATED_ID {
             self.generated_ids += 1;
         }
         if self.diagnostics.len() < MAX_DIAGNOSTICS {
-            self.diagnostics.push(Diagnostic::new(code, pointer, message));
+            self.diagnostics
+                .push(Diagnostic::new(code, pointer, message));
         }
     }
 
     /// A schema error at `pointer`.
     pub fn schema(&self, pointer: impl Into<String>, message: impl Into<String>) -> FormatError {
-        FormatError::Schema { source_path: self.source_path.clone(), pointer: pointer.into(), message: message.into() }
+        FormatError::Schema {
+            source_path: self.source_path.clone(),
+            pointer: pointer.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -268,19 +317,37 @@ pub fn decode_file(
     match format {
         SourceFormat::OpenAiMessages if openai_shape == Some(OpenAiShape::Rows) => {
             let mut rows = openai::RowCollector::default();
-            json::for_each_record(file, container, &source_path, opts.max_document_bytes, &mut |v, pos| {
-                rows.push(v, pos, ctx)
-            })?;
+            json::for_each_record(
+                file,
+                container,
+                &source_path,
+                opts.max_document_bytes,
+                &mut |v, pos| rows.push(v, pos, ctx),
+            )?;
             rows.finish(ctx, sink)
         }
-        SourceFormat::Atif | SourceFormat::Actf | SourceFormat::Storyline | SourceFormat::OpenAiMessages => {
-            json::for_each_record(file, container, &source_path, opts.max_document_bytes, &mut |v, pos| {
-                decode_record(format, v, pos, ctx, sink)
-            })
-        }
-        SourceFormat::StorylineLance => Err(FormatError::NotReadable { source_path, what: "Storyline Lance store" }),
-        SourceFormat::EventsLance => Err(FormatError::NotReadable { source_path, what: "events Lance store" }),
-        SourceFormat::Unknown => Err(FormatError::NotReadable { source_path, what: "unidentified" }),
+        SourceFormat::Atif
+        | SourceFormat::Actf
+        | SourceFormat::Storyline
+        | SourceFormat::OpenAiMessages => json::for_each_record(
+            file,
+            container,
+            &source_path,
+            opts.max_document_bytes,
+            &mut |v, pos| decode_record(format, v, pos, ctx, sink),
+        ),
+        SourceFormat::StorylineLance => Err(FormatError::NotReadable {
+            source_path,
+            what: "Storyline Lance store",
+        }),
+        SourceFormat::EventsLance => Err(FormatError::NotReadable {
+            source_path,
+            what: "events Lance store",
+        }),
+        SourceFormat::Unknown => Err(FormatError::NotReadable {
+            source_path,
+            what: "unidentified",
+        }),
     }
 }
 

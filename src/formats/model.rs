@@ -61,16 +61,28 @@ pub struct Storyline {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<Value>,
     /// Trajectory-level metrics.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub final_metrics: Option<Value>,
     /// ATIF continuation reference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continued_trajectory_ref: Option<String>,
     /// Business extension.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub extra: Option<Value>,
     /// Source metadata (ACTF attempt `meta`).
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub meta: Option<Value>,
     /// Residual of the source format, keyed by JSON Pointer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -112,10 +124,18 @@ pub struct Agent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// Tool definitions.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub tools: Option<Value>,
     /// Agent extension.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub extra: Option<Value>,
 }
 
@@ -189,46 +209,102 @@ pub struct Llm {
 #[serde(deny_unknown_fields)]
 pub struct TaskResult {
     /// Task-level verdict (ACTF root `correct`).
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub task_correct: Option<Value>,
     /// Attempt verdict.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub correct: Option<Value>,
     /// Final answer.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub final_answer: Option<Value>,
     /// Ground truth.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub ground_truth: Option<Value>,
     /// Status string.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub status: Option<Value>,
     /// Score.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub score: Option<Value>,
     /// Maximum score.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub max_score: Option<Value>,
     /// Error text.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub error: Option<Value>,
     /// Artifacts.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub artifacts: Option<Value>,
     /// Task category.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub category: Option<Value>,
     /// Attempts tried.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub attempts_tried: Option<Value>,
     /// When the task was solved.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub solved_at: Option<Value>,
     /// Retry count.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub retry_count: Option<Value>,
     /// Retry counts by cause.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub retry_counts: Option<Value>,
 }
 
@@ -264,7 +340,11 @@ pub struct Turn {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// Reasoning effort.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub effort: Option<Value>,
     /// Reasoning content.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -273,10 +353,18 @@ pub struct Turn {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCall>>,
     /// Observation (usually `{"results":[…]}`), stored verbatim.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub observation: Option<Value>,
     /// Per-turn metrics.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub metrics: Option<Value>,
     /// LLM call count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -291,7 +379,11 @@ pub struct Turn {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttft_ms: Option<i64>,
     /// Extension.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub extra: Option<Value>,
     /// Environment overlay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -316,13 +408,21 @@ pub struct ToolCall {
     /// Arguments (any JSON).
     pub args: Value,
     /// Result body.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub result: Option<Value>,
     /// Tool wall time in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<i64>,
     /// Extension.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub extra: Option<Value>,
     /// Tool event type.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -354,7 +454,14 @@ impl Storyline {
             trajectory: None,
             attempt_id: None,
             session: session.into(),
-            agent: Agent { id: agent_id.into(), name: None, ver: None, model: None, tools: None, extra: None },
+            agent: Agent {
+                id: agent_id.into(),
+                name: None,
+                ver: None,
+                model: None,
+                tools: None,
+                extra: None,
+            },
             parent: None,
             children: None,
             notes: None,
@@ -393,7 +500,10 @@ impl Storyline {
 
     /// Number of tool calls across all turns.
     pub fn tool_call_count(&self) -> usize {
-        self.turns.iter().map(|t| t.tool_calls.as_ref().map_or(0, Vec::len)).sum()
+        self.turns
+            .iter()
+            .map(|t| t.tool_calls.as_ref().map_or(0, Vec::len))
+            .sum()
     }
 }
 
@@ -477,7 +587,11 @@ fn part_text(p: &Value) -> String {
                     .or_else(|| o.get("path"))
                     .and_then(Value::as_str)
                     .unwrap_or("");
-                let path = if path.starts_with("data:") { "data:…" } else { path };
+                let path = if path.starts_with("data:") {
+                    "data:…"
+                } else {
+                    path
+                };
                 return format!("[image: {path}]");
             }
             p.to_string()
@@ -530,7 +644,10 @@ mod tests {
             response: None,
         }]);
         assert_eq!(t.effective_kind(), "autonomous");
-        assert_eq!(Turn::new(1, "system", json!("x")).effective_kind(), "internal");
+        assert_eq!(
+            Turn::new(1, "system", json!("x")).effective_kind(),
+            "internal"
+        );
     }
 
     #[test]

@@ -50,7 +50,11 @@ fn reasoning_of(m: &Map<String, Value>) -> Option<String> {
         let t: Vec<&str> = parts
             .iter()
             .filter(|p| p.get("type").and_then(Value::as_str) == Some("thinking"))
-            .filter_map(|p| p.get("thinking").or_else(|| p.get("text")).and_then(Value::as_str))
+            .filter_map(|p| {
+                p.get("thinking")
+                    .or_else(|| p.get("text"))
+                    .and_then(Value::as_str)
+            })
             .collect();
         if !t.is_empty() {
             return Some(t.join("\n"));
@@ -68,23 +72,46 @@ fn convert_calls(calls: &[Value], step: i64) -> Vec<ToolCall> {
         .filter_map(|(c, call)| {
             let o = call.as_object()?;
             let f = o.get("function").and_then(Value::as_object);
-            let func = f.and_then(|f| f.get("name")).or_else(|| o.get("name")).and_then(Value::as_str)?.to_string();
+            let func = f
+                .and_then(|f| f.get("name"))
+                .or_else(|| o.get("name"))
+                .and_then(Value::as_str)?
+                .to_string();
             let tcid = o
                 .get("id")
                 .and_then(Value::as_str)
                 .filter(|s| !s.is_empty())
                 .map_or_else(|| format!("step-{step}-tool-{c}"), str::to_string);
-            let raw = f.and_then(|f| f.get("arguments")).or_else(|| o.get("arguments")).cloned().unwrap_or(Value::Null);
+            let raw = f
+                .and_then(|f| f.get("arguments"))
+                .or_else(|| o.get("arguments"))
+                .cloned()
+                .unwrap_or(Value::Null);
             let args = match raw {
                 Value::String(s) => serde_json::from_str(&s).unwrap_or(Value::String(s)),
                 other => other,
             };
-            Some(ToolCall { tcid, func, args, result: None, duration_ms: None, extra: None, kind: None, response: None })
+            Some(ToolCall {
+                tcid,
+                func,
+                args,
+                result: None,
+                duration_ms: None,
+                extra: None,
+                kind: None,
+                response: None,
+            })
         })
         .collect()
 }
 
-fn attach_result(turns: &mut [Turn], owner: &HashMap<String, usize>, fallback: Option<usize>, tcid: &str, content: Value) -> bool {
+fn attach_result(
+    turns: &mut [Turn],
+    owner: &HashMap<String, usize>,
+    fallback: Option<usize>,
+    tcid: &str,
+    content: Value,
+) -> bool {
     let (idx, linked) = match owner.get(tcid) {
         Some(&i) => (i, true),
         None => match fallback {
@@ -93,7 +120,9 @@ fn attach_result(turns: &mut [Turn], owner: &HashMap<String, usize>, fallback: O
         },
     };
     let t = &mut turns[idx];
-    let obs = t.observation.get_or_insert_with(|| json!({ "results": [] }));
+    let obs = t
+        .observation
+        .get_or_insert_with(|| json!({ "results": [] }));
     if let Some(Value::Array(r)) = obs.get_mut("results") {
         r.push(json!({ "source_call_id": tcid, "content": content }));
     }
@@ -101,19 +130,40 @@ fn attach_result(turns: &mut [Turn], owner: &HashMap<String, usize>, fallback: O
 }
 
 /// Decode one SFT example.
-pub fn decode_sft(v: Value, pos: RecordPos, ctx: &mut DecodeCtx, sink: &mut dyn FnMut(Storyline)) -> Result<(), FormatError> {
+pub fn decode_sft(
+    v: Value,
+    pos: RecordPos,
+    ctx: &mut DecodeCtx,
+    sink: &mut dyn FnMut(Storyline),
+) -> Result<(), FormatError> {
     let at = locator(pos);
     let Value::Object(mut o) = v else {
         return Err(ctx.schema(at, "an OpenAI example must be a JSON object"));
     };
     let Some(Value::Array(messages)) = o.remove("messages") else {
-        return Err(FormatError::NotThisFormat { source_path: ctx.source_path.clone(), record: pos.index + 1, expected: "OpenAI messages" });
+        return Err(FormatError::NotThisFormat {
+            source_path: ctx.source_path.clone(),
+            record: pos.index + 1,
+            expected: "OpenAI messages",
+        });
     };
     let session = format!("{}", pos.index + 1);
-    ctx.diag(Diagnostic::GENERATED_ID, format!("{at} /session"), format!("OpenAI examples carry no ids; session `{session}` generated"));
+    ctx.diag(
+        Diagnostic::GENERATED_ID,
+        format!("{at} /session"),
+        format!("OpenAI examples carry no ids; session `{session}` generated"),
+    );
     let mut doc = Storyline::new(session, "openai-import");
-    doc.origin = Some(Origin { format: SOURCE.into(), schema_version: None, document_id: None });
-    let prefix = if pos.line > 0 { String::new() } else { format!("/{}", pos.index) };
+    doc.origin = Some(Origin {
+        format: SOURCE.into(),
+        schema_version: None,
+        document_id: None,
+    });
+    let prefix = if pos.line > 0 {
+        String::new()
+    } else {
+        format!("/{}", pos.index)
+    };
     let mut res = Residual::default();
     doc.agent.tools = o.remove("tools").or_else(|| o.remove("functions"));
     let mut owner: HashMap<String, usize> = HashMap::new();
@@ -123,13 +173,25 @@ pub fn decode_sft(v: Value, pos: RecordPos, ctx: &mut DecodeCtx, sink: &mut dyn 
         let Value::Object(mut mo) = m else {
             return Err(ctx.schema(format!("{at} {mp}"), "a message must be an object"));
         };
-        let role = mo.get("role").and_then(Value::as_str).unwrap_or("").to_string();
+        let role = mo
+            .get("role")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         if role == "tool" || role == "function" {
-            let tcid = mo.get("tool_call_id").and_then(Value::as_str).unwrap_or("").to_string();
+            let tcid = mo
+                .get("tool_call_id")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
             let content = mo.remove("content").unwrap_or(Value::Null);
             let fallback = doc.turns.len().checked_sub(1);
             if tcid.is_empty() || !attach_result(&mut doc.turns, &owner, fallback, &tcid, content) {
-                ctx.diag(Diagnostic::ORPHAN_RESULT, format!("{at} {mp}"), format!("tool message names no earlier call (`{tcid}`)"));
+                ctx.diag(
+                    Diagnostic::ORPHAN_RESULT,
+                    format!("{at} {mp}"),
+                    format!("tool message names no earlier call (`{tcid}`)"),
+                );
             }
             for k in ["role", "tool_call_id"] {
                 mo.remove(k);
@@ -138,13 +200,21 @@ pub fn decode_sft(v: Value, pos: RecordPos, ctx: &mut DecodeCtx, sink: &mut dyn 
             continue;
         }
         let id = i as i64 + 1;
-        let mut turn = Turn::new(id, role_src(&role), mo.remove("content").unwrap_or(Value::Null));
+        let mut turn = Turn::new(
+            id,
+            role_src(&role),
+            mo.remove("content").unwrap_or(Value::Null),
+        );
         turn.reason = reasoning_of(&mo);
         if let Some(Value::Array(calls)) = mo.remove("tool_calls") {
             let c = convert_calls(&calls, id);
             for call in &c {
                 if !seen.insert(call.tcid.clone()) {
-                    ctx.diag(Diagnostic::DUPLICATE_TOOL_CALL_ID, format!("{at} {mp}/tool_calls"), format!("tool call id `{}` is used more than once", call.tcid));
+                    ctx.diag(
+                        Diagnostic::DUPLICATE_TOOL_CALL_ID,
+                        format!("{at} {mp}/tool_calls"),
+                        format!("tool call id `{}` is used more than once", call.tcid),
+                    );
                 }
                 owner.insert(call.tcid.clone(), doc.turns.len());
             }
@@ -174,7 +244,12 @@ pub struct RowCollector {
 
 impl RowCollector {
     /// Add one record: a row, or an envelope with `session_steps`.
-    pub fn push(&mut self, v: Value, pos: RecordPos, ctx: &mut DecodeCtx) -> Result<(), FormatError> {
+    pub fn push(
+        &mut self,
+        v: Value,
+        pos: RecordPos,
+        ctx: &mut DecodeCtx,
+    ) -> Result<(), FormatError> {
         match v {
             Value::Object(mut o) if o.contains_key("session_steps") => {
                 if let Some(Value::Array(rows)) = o.remove("session_steps") {
@@ -186,7 +261,10 @@ impl RowCollector {
             }
             Value::Object(o) => {
                 if !o.contains_key("session_id") {
-                    return Err(ctx.schema(format!("{} /session_id", locator(pos)), "an OpenAI row needs session_id"));
+                    return Err(ctx.schema(
+                        format!("{} /session_id", locator(pos)),
+                        "an OpenAI row needs session_id",
+                    ));
                 }
                 self.rows.push((self.rows.len(), o));
                 Ok(())
@@ -196,14 +274,23 @@ impl RowCollector {
     }
 
     /// Build one Storyline per session, in order of first appearance.
-    pub fn finish(self, ctx: &mut DecodeCtx, sink: &mut dyn FnMut(Storyline)) -> Result<(), FormatError> {
+    pub fn finish(
+        self,
+        ctx: &mut DecodeCtx,
+        sink: &mut dyn FnMut(Storyline),
+    ) -> Result<(), FormatError> {
         let mut order: Vec<String> = Vec::new();
         let mut groups: HashMap<String, Vec<(usize, Map<String, Value>)>> = HashMap::new();
         for (r, row) in self.rows {
             let sid = match row.get("session_id") {
                 Some(Value::String(s)) if !s.is_empty() => s.clone(),
                 Some(Value::Number(n)) => n.to_string(),
-                _ => return Err(ctx.schema(format!("/session_steps/{r}/session_id"), "must be a non-empty string")),
+                _ => {
+                    return Err(ctx.schema(
+                        format!("/session_steps/{r}/session_id"),
+                        "must be a non-empty string",
+                    ))
+                }
             };
             if !groups.contains_key(&sid) {
                 order.push(sid.clone());
@@ -212,7 +299,14 @@ impl RowCollector {
         }
         for sid in order {
             let mut rows = groups.remove(&sid).unwrap_or_default();
-            rows.sort_by_key(|(r, row)| (row.get("step_id").and_then(Value::as_i64).unwrap_or(i64::MAX), *r));
+            rows.sort_by_key(|(r, row)| {
+                (
+                    row.get("step_id")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(i64::MAX),
+                    *r,
+                )
+            });
             let doc = build_session(&sid, rows, ctx)?;
             sink(doc);
         }
@@ -220,13 +314,42 @@ impl RowCollector {
     }
 }
 
-const ROW_METRICS: &[&str] = &["reward", "step_reward", "is_terminal", "is_truncated", "is_session_completed", "is_trainable"];
+const ROW_METRICS: &[&str] = &[
+    "reward",
+    "step_reward",
+    "is_terminal",
+    "is_truncated",
+    "is_session_completed",
+    "is_trainable",
+];
 const ENV_METRICS: &[&str] = &[
-    "prompt_tokens", "completion_tokens", "total_tokens", "request_bytes", "response_bytes", "output_bytes",
-    "output_chunk_count", "finish_reason", "status_code", "retry_count", "upstream_latency_ms",
-    "gateway_overhead_ms", "total_latency_ms", "ttft_ms", "truncate_reason", "error_type", "error_text",
-    "client_cancelled", "upstream_cancelled", "synthetic_stop", "is_truncated", "is_session_completed",
-    "max_steps", "is_stream", "payload_sampled", "created_at", "completed_at",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "request_bytes",
+    "response_bytes",
+    "output_bytes",
+    "output_chunk_count",
+    "finish_reason",
+    "status_code",
+    "retry_count",
+    "upstream_latency_ms",
+    "gateway_overhead_ms",
+    "total_latency_ms",
+    "ttft_ms",
+    "truncate_reason",
+    "error_type",
+    "error_text",
+    "client_cancelled",
+    "upstream_cancelled",
+    "synthetic_stop",
+    "is_truncated",
+    "is_session_completed",
+    "max_steps",
+    "is_stream",
+    "payload_sampled",
+    "created_at",
+    "completed_at",
 ];
 
 fn decode_json_string(v: Value) -> Value {
@@ -239,16 +362,31 @@ fn decode_json_string(v: Value) -> Value {
 fn usable(m: &Map<String, Value>) -> bool {
     let content_ok = match m.get("content") {
         Some(Value::String(s)) => !s.is_empty(),
-        Some(Value::Array(parts)) => parts.iter().any(|p| p.get("text").and_then(Value::as_str).is_some_and(|t| !t.is_empty())),
+        Some(Value::Array(parts)) => parts.iter().any(|p| {
+            p.get("text")
+                .and_then(Value::as_str)
+                .is_some_and(|t| !t.is_empty())
+        }),
         _ => false,
     };
-    let calls_ok = m.get("tool_calls").and_then(Value::as_array).is_some_and(|c| !c.is_empty());
+    let calls_ok = m
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .is_some_and(|c| !c.is_empty());
     content_ok || calls_ok
 }
 
-fn build_session(sid: &str, rows: Vec<(usize, Map<String, Value>)>, ctx: &mut DecodeCtx) -> Result<Storyline, FormatError> {
+fn build_session(
+    sid: &str,
+    rows: Vec<(usize, Map<String, Value>)>,
+    ctx: &mut DecodeCtx,
+) -> Result<Storyline, FormatError> {
     let mut doc = Storyline::new(sid, "openai-import");
-    doc.origin = Some(Origin { format: SOURCE.into(), schema_version: None, document_id: Some(ctx.source_path.clone()) });
+    doc.origin = Some(Origin {
+        format: SOURCE.into(),
+        schema_version: None,
+        document_id: Some(ctx.source_path.clone()),
+    });
     let mut res = Residual::default();
     let mut owner: HashMap<String, usize> = HashMap::new();
     let mut seen_results: HashSet<String> = HashSet::new();
@@ -264,12 +402,20 @@ fn build_session(sid: &str, rows: Vec<(usize, Map<String, Value>)>, ctx: &mut De
         let step_id = match row.remove("step_id").and_then(|v| v.as_i64()) {
             Some(s) => s,
             None => {
-                ctx.diag(Diagnostic::GENERATED_ID, format!("{rp}/step_id"), format!("row without step_id; using {}", n + 1));
+                ctx.diag(
+                    Diagnostic::GENERATED_ID,
+                    format!("{rp}/step_id"),
+                    format!("row without step_id; using {}", n + 1),
+                );
                 n as i64 + 1
             }
         };
         if !step_ids.insert(step_id) {
-            ctx.diag(Diagnostic::STEP_ORDER, format!("{rp}/step_id"), format!("step_id {step_id} appears twice in session `{sid}`"));
+            ctx.diag(
+                Diagnostic::STEP_ORDER,
+                format!("{rp}/step_id"),
+                format!("step_id {step_id} appears twice in session `{sid}`"),
+            );
         }
         row.remove("session_id");
         for key in ["run_id", "run_bucket", "job_id"] {
@@ -277,7 +423,11 @@ fn build_session(sid: &str, rows: Vec<(usize, Map<String, Value>)>, ctx: &mut De
                 match &doc.run {
                     None if !v.is_empty() => doc.run = Some(v),
                     Some(existing) if *existing != v && !v.is_empty() => {
-                        ctx.diag(Diagnostic::LENIENT_VALUE, format!("{rp}/{key}"), format!("run `{v}` differs from `{existing}` earlier in the session"));
+                        ctx.diag(
+                            Diagnostic::LENIENT_VALUE,
+                            format!("{rp}/{key}"),
+                            format!("run `{v}` differs from `{existing}` earlier in the session"),
+                        );
                         res.put(join(&rp, key), Value::String(v));
                     }
                     _ => {}
@@ -326,11 +476,16 @@ fn build_session(sid: &str, rows: Vec<(usize, Map<String, Value>)>, ctx: &mut De
         }
         let created_at = row.remove("created_at").filter(|v| !v.is_null());
         let event_id = row.remove("id");
-        let messages: Vec<Value> = match row.remove("messages").or_else(|| row.remove("messages_json").map(decode_json_string)) {
+        let messages: Vec<Value> = match row
+            .remove("messages")
+            .or_else(|| row.remove("messages_json").map(decode_json_string))
+        {
             Some(Value::Array(m)) => m,
             _ => Vec::new(),
         };
-        let response = row.remove("response").or_else(|| row.remove("response_json").map(decode_json_string));
+        let response = row
+            .remove("response")
+            .or_else(|| row.remove("response_json").map(decode_json_string));
         let mut metrics = Map::new();
         for k in ENV_METRICS {
             if let Some(v) = env_state.remove(*k) {
@@ -366,7 +521,13 @@ fn build_session(sid: &str, rows: Vec<(usize, Map<String, Value>)>, ctx: &mut De
         if !env_state.is_empty() {
             res.rest(&format!("{rp}/meta_json/env_state"), env_state);
         }
-        for k in ["chosen_response", "rejected_response", "ground_truth_answer", "reference_answer", "blob_manifest"] {
+        for k in [
+            "chosen_response",
+            "rejected_response",
+            "ground_truth_answer",
+            "reference_answer",
+            "blob_manifest",
+        ] {
             match row.remove(k) {
                 None | Some(Value::Null) => {}
                 Some(Value::Array(a)) if a.is_empty() => {}
@@ -376,7 +537,9 @@ fn build_session(sid: &str, rows: Vec<(usize, Map<String, Value>)>, ctx: &mut De
         }
         res.rest(&rp, row);
 
-        let last_user = messages.iter().rposition(|m| m.get("role").and_then(Value::as_str) == Some("user"));
+        let last_user = messages
+            .iter()
+            .rposition(|m| m.get("role").and_then(Value::as_str) == Some("user"));
         if n == 0 {
             for m in messages.iter().take(last_user.unwrap_or(0)) {
                 let Some(mo) = m.as_object() else { continue };
@@ -385,7 +548,11 @@ fn build_session(sid: &str, rows: Vec<(usize, Map<String, Value>)>, ctx: &mut De
                     continue;
                 }
                 context_count += 1;
-                let mut t = Turn::new(context_count, role_src(role), mo.get("content").cloned().unwrap_or(Value::Null));
+                let mut t = Turn::new(
+                    context_count,
+                    role_src(role),
+                    mo.get("content").cloned().unwrap_or(Value::Null),
+                );
                 t.copied = Some(true);
                 if role == "assistant" {
                     if let Some(Value::Array(calls)) = mo.get("tool_calls") {
@@ -398,9 +565,23 @@ fn build_session(sid: &str, rows: Vec<(usize, Map<String, Value>)>, ctx: &mut De
                             t.tool_calls = Some(c);
                         }
                     }
-                    t.kind = Some(if t.tool_calls.is_some() { "autonomous" } else { "llm.response" }.into());
+                    t.kind = Some(
+                        if t.tool_calls.is_some() {
+                            "autonomous"
+                        } else {
+                            "llm.response"
+                        }
+                        .into(),
+                    );
                 } else {
-                    t.kind = Some(if role == "user" { "llm.request" } else { "context" }.into());
+                    t.kind = Some(
+                        if role == "user" {
+                            "llm.request"
+                        } else {
+                            "context"
+                        }
+                        .into(),
+                    );
                 }
                 doc.turns.push(t);
             }
@@ -427,7 +608,10 @@ fn build_session(sid: &str, rows: Vec<(usize, Map<String, Value>)>, ctx: &mut De
             if tcid.is_empty() || !seen_results.insert(tcid.to_string()) {
                 continue;
             }
-            pending_results.push((tcid.to_string(), m.get("content").cloned().unwrap_or(Value::Null)));
+            pending_results.push((
+                tcid.to_string(),
+                m.get("content").cloned().unwrap_or(Value::Null),
+            ));
         }
         // Response turn.
         let output = match response.as_ref().and_then(Value::as_object) {
@@ -436,11 +620,18 @@ fn build_session(sid: &str, rows: Vec<(usize, Map<String, Value>)>, ctx: &mut De
                 .iter()
                 .rev()
                 .filter_map(Value::as_object)
-                .find(|m| m.get("role").and_then(Value::as_str) == Some("assistant") && (usable(m) || m.get("refusal").is_some_and(|r| !r.is_null())))
+                .find(|m| {
+                    m.get("role").and_then(Value::as_str) == Some("assistant")
+                        && (usable(m) || m.get("refusal").is_some_and(|r| !r.is_null()))
+                })
                 .cloned(),
         };
         let Some(out) = output else {
-            ctx.diag(Diagnostic::LENIENT_VALUE, rp.clone(), "row has no usable assistant output");
+            ctx.diag(
+                Diagnostic::LENIENT_VALUE,
+                rp.clone(),
+                "row has no usable assistant output",
+            );
             for (tcid, content) in pending_results {
                 attach_result(&mut doc.turns, &owner, None, &tcid, content);
             }
@@ -461,7 +652,11 @@ fn build_session(sid: &str, rows: Vec<(usize, Map<String, Value>)>, ctx: &mut De
             let c = convert_calls(calls, t.id);
             for call in &c {
                 if !seen_calls.insert(call.tcid.clone()) {
-                    ctx.diag(Diagnostic::DUPLICATE_TOOL_CALL_ID, format!("{rp}/response/tool_calls"), format!("tool call id `{}` is used more than once", call.tcid));
+                    ctx.diag(
+                        Diagnostic::DUPLICATE_TOOL_CALL_ID,
+                        format!("{rp}/response/tool_calls"),
+                        format!("tool call id `{}` is used more than once", call.tcid),
+                    );
                 }
                 owner.insert(call.tcid.clone(), resp_index);
             }
@@ -469,7 +664,14 @@ fn build_session(sid: &str, rows: Vec<(usize, Map<String, Value>)>, ctx: &mut De
                 t.tool_calls = Some(c);
             }
         }
-        t.kind = Some(if t.tool_calls.is_some() { "autonomous" } else { "llm.response" }.into());
+        t.kind = Some(
+            if t.tool_calls.is_some() {
+                "autonomous"
+            } else {
+                "llm.response"
+            }
+            .into(),
+        );
         t.latency_ms = metrics.get("total_latency_ms").and_then(Value::as_i64);
         t.ttft_ms = metrics.get("ttft_ms").and_then(Value::as_i64);
         if !metrics.is_empty() {
@@ -481,18 +683,37 @@ fn build_session(sid: &str, rows: Vec<(usize, Map<String, Value>)>, ctx: &mut De
         doc.turns.push(t);
         for (tcid, content) in pending_results {
             if !attach_result(&mut doc.turns, &owner, Some(resp_index), &tcid, content) {
-                ctx.diag(Diagnostic::ORPHAN_RESULT, rp.clone(), format!("tool result `{tcid}` names no call of this session"));
+                ctx.diag(
+                    Diagnostic::ORPHAN_RESULT,
+                    rp.clone(),
+                    format!("tool result `{tcid}` names no call of this session"),
+                );
             }
         }
     }
-    doc.final_metrics = doc.turns.iter().rev().find(|t| t.src == "agent").and_then(|t| t.metrics.clone());
-    let aid = agent_id.or_else(|| doc.agent.model.clone()).unwrap_or_else(|| "openai-import".into());
-    doc.agent = Agent { id: aid.clone(), name: Some(aid), ..doc.agent };
+    doc.final_metrics = doc
+        .turns
+        .iter()
+        .rev()
+        .find(|t| t.src == "agent")
+        .and_then(|t| t.metrics.clone());
+    let aid = agent_id
+        .or_else(|| doc.agent.model.clone())
+        .unwrap_or_else(|| "openai-import".into());
+    doc.agent = Agent {
+        id: aid.clone(),
+        name: Some(aid),
+        ..doc.agent
+    };
     if !state.is_empty() {
         env.state = Some(state);
     }
     if env != Env::default() {
-        doc.task = Some(Task { env: Some(env), llm: None, result: None });
+        doc.task = Some(Task {
+            env: Some(env),
+            llm: None,
+            result: None,
+        });
     }
     if !res.is_empty() {
         let digest = canonical_digest(&Value::String(format!("{}#{sid}", ctx.source_path)));

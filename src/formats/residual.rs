@@ -44,7 +44,13 @@ impl Residual {
 
     /// Write `unknown_fields` / `unknown_key_counts` into `doc` for `source`.
     /// `array_keys` names the schema arrays whose indexes count as `*`.
-    pub fn apply(self, doc: &mut Storyline, source: &str, source_document_id: &str, array_keys: &[&str]) {
+    pub fn apply(
+        self,
+        doc: &mut Storyline,
+        source: &str,
+        source_document_id: &str,
+        array_keys: &[&str],
+    ) {
         if self.fields.is_empty() {
             return;
         }
@@ -67,7 +73,8 @@ pub fn normalize_pointer(p: &str, array_keys: &[&str]) -> String {
     let mut prev = "";
     for seg in p.split('/').skip(1) {
         out.push('/');
-        if array_keys.contains(&prev) && !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) {
+        if array_keys.contains(&prev) && !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit())
+        {
             out.push('*');
         } else {
             out.push_str(seg);
@@ -123,8 +130,14 @@ mod tests {
     #[test]
     fn pointers_escape_and_normalize() {
         assert_eq!(join("/steps/0", "a/b~c"), "/steps/0/a~1b~0c");
-        assert_eq!(normalize_pointer("/steps/12/tool_calls/3/x", &["steps", "tool_calls"]), "/steps/*/tool_calls/*/x");
-        assert_eq!(normalize_pointer("/attempts/1/x", &["steps"]), "/attempts/1/x");
+        assert_eq!(
+            normalize_pointer("/steps/12/tool_calls/3/x", &["steps", "tool_calls"]),
+            "/steps/*/tool_calls/*/x"
+        );
+        assert_eq!(
+            normalize_pointer("/attempts/1/x", &["steps"]),
+            "/attempts/1/x"
+        );
     }
 
     #[test]

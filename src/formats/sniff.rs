@@ -57,6 +57,8 @@ pub struct Shape {
     pub layout_known: bool,
     /// Set when the bytes are not JSON (position of the first bad byte).
     pub invalid_at: Option<u64>,
+    /// True when the bad byte starts `NaN` or `Infinity`.
+    pub non_finite: bool,
 }
 
 impl Shape {
@@ -127,6 +129,7 @@ impl Sniffer {
                 record_complete: false,
                 layout_known: false,
                 invalid_at: None,
+                non_finite: false,
             },
             done: false,
         }
@@ -202,9 +205,17 @@ impl Sniffer {
         match b {
             b' ' | b'\t' | b'\r' | b'\n' => {}
             0xEF | 0xBB | 0xBF if self.pos < 3 => {}
-            b'{' | b'[' => self.open(if b == b'{' { Frame::Object } else { Frame::Array }),
+            b'{' | b'[' => self.open(if b == b'{' {
+                Frame::Object
+            } else {
+                Frame::Array
+            }),
             b'}' | b']' => {
-                let want = if b == b'}' { Frame::Object } else { Frame::Array };
+                let want = if b == b'}' {
+                    Frame::Object
+                } else {
+                    Frame::Array
+                };
                 if self.stack.pop() != Some(want) {
                     self.fail();
                     return;
@@ -232,12 +243,20 @@ impl Sniffer {
                 self.begin_value_or_key(ValueKind::Other);
                 self.lex = Lex::Bare;
             }
+            b'N' | b'I' => {
+                self.shape.non_finite = true;
+                self.fail();
+            }
             _ => self.fail(),
         }
     }
 
     fn open(&mut self, frame: Frame) {
-        self.begin_value_or_key(if frame == Frame::Object { ValueKind::Object } else { ValueKind::Array });
+        self.begin_value_or_key(if frame == Frame::Object {
+            ValueKind::Object
+        } else {
+            ValueKind::Array
+        });
         if self.done {
             return;
         }
@@ -273,7 +292,9 @@ impl Sniffer {
                     }
                 }
             } else {
-                if self.shape.container == Container::Object || self.shape.container == Container::Array {
+                if self.shape.container == Container::Object
+                    || self.shape.container == Container::Array
+                {
                     self.shape.container = Container::Lines;
                 }
                 self.shape.layout_known = true;
@@ -281,9 +302,16 @@ impl Sniffer {
             }
             return;
         }
-        if self.stack.len() == 1 && self.shape.container == Container::Array && self.record_depth == 2 && self.top_values == 1 {
+        if self.stack.len() == 1
+            && self.shape.container == Container::Array
+            && self.record_depth == 2
+            && self.top_values == 1
+        {
             // First array element decides the record kind.
-            if self.shape.keys.is_empty() && !self.shape.record_complete && kind != ValueKind::Object {
+            if self.shape.keys.is_empty()
+                && !self.shape.record_complete
+                && kind != ValueKind::Object
+            {
                 self.shape.record_complete = true;
             }
         }
@@ -325,7 +353,11 @@ impl Sniffer {
             let text = String::from_utf8_lossy(&bytes).into_owned();
             if self.string_is_key {
                 if self.shape.keys.len() < MAX_KEYS {
-                    self.shape.keys.push(KeyInfo { key: text, kind: ValueKind::Other, text: None });
+                    self.shape.keys.push(KeyInfo {
+                        key: text,
+                        kind: ValueKind::Other,
+                        text: None,
+                    });
                 }
             } else if let Some(last) = self.shape.keys.last_mut() {
                 last.text = Some(text);
@@ -362,7 +394,10 @@ mod tests {
         let s = sniff_bytes(br#"{"schema_version":"ATIF-v1.7","agent":{"name":"x","steps":[]},"steps":[{"a":1}],"n":1.5e3}"#);
         assert_eq!(s.container, Container::Object);
         assert_eq!(keys(&s), ["schema_version", "agent", "steps", "n"]);
-        assert_eq!(s.key("schema_version").unwrap().text.as_deref(), Some("ATIF-v1.7"));
+        assert_eq!(
+            s.key("schema_version").unwrap().text.as_deref(),
+            Some("ATIF-v1.7")
+        );
         assert_eq!(s.key("agent").unwrap().kind, ValueKind::Object);
         assert_eq!(s.key("steps").unwrap().kind, ValueKind::Array);
         assert!(s.record_complete && s.layout_known);

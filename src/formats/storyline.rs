@@ -9,7 +9,12 @@ use super::model::{Storyline, STORYLINE_V1};
 use super::{locator, DecodeCtx, Diagnostic, FormatError};
 
 /// Decode one Storyline document.
-pub fn decode(v: Value, pos: RecordPos, ctx: &mut DecodeCtx, sink: &mut dyn FnMut(Storyline)) -> Result<(), FormatError> {
+pub fn decode(
+    v: Value,
+    pos: RecordPos,
+    ctx: &mut DecodeCtx,
+    sink: &mut dyn FnMut(Storyline),
+) -> Result<(), FormatError> {
     let at = locator(pos);
     match v.get("schema_version") {
         Some(Value::String(s)) if s == STORYLINE_V1 => {}
@@ -21,9 +26,15 @@ pub fn decode(v: Value, pos: RecordPos, ctx: &mut DecodeCtx, sink: &mut dyn FnMu
                 supported: STORYLINE_V1,
             })
         }
-        _ => return Err(ctx.schema(format!("{at} /schema_version"), format!("must be \"{STORYLINE_V1}\""))),
+        _ => {
+            return Err(ctx.schema(
+                format!("{at} /schema_version"),
+                format!("must be \"{STORYLINE_V1}\""),
+            ))
+        }
     }
-    let doc: Storyline = serde_json::from_value(v).map_err(|e| ctx.schema(at.clone(), e.to_string()))?;
+    let doc: Storyline =
+        serde_json::from_value(v).map_err(|e| ctx.schema(at.clone(), e.to_string()))?;
     validate(&doc, &at, ctx)?;
     sink(doc);
     Ok(())
@@ -39,28 +50,45 @@ pub fn validate(doc: &Storyline, at: &str, ctx: &mut DecodeCtx) -> Result<(), Fo
         return Err(ctx.schema(format!("{at} /agent/id"), "must not be empty"));
     }
     if doc.trajectory.as_deref() == Some("") {
-        return Err(ctx.schema(format!("{at} /trajectory"), "must not be empty when present"));
+        return Err(ctx.schema(
+            format!("{at} /trajectory"),
+            "must not be empty when present",
+        ));
     }
     let mut ids = HashSet::new();
     let mut calls = HashSet::new();
     for (i, t) in doc.turns.iter().enumerate() {
         if !ids.insert(t.id) {
-            ctx.diag(Diagnostic::STEP_ORDER, format!("{at} /turns/{i}/id"), format!("turn id {} is used twice", t.id));
+            ctx.diag(
+                Diagnostic::STEP_ORDER,
+                format!("{at} /turns/{i}/id"),
+                format!("turn id {} is used twice", t.id),
+            );
         }
         if t.src.is_empty() {
             return Err(ctx.schema(format!("{at} /turns/{i}/src"), "must not be empty"));
         }
         for ts in [&t.ts, &t.finished_at].into_iter().flatten() {
             if parse_timestamp(ts).is_none() {
-                ctx.diag(Diagnostic::LENIENT_VALUE, format!("{at} /turns/{i}"), format!("timestamp {ts} is not RFC 3339 or epoch seconds"));
+                ctx.diag(
+                    Diagnostic::LENIENT_VALUE,
+                    format!("{at} /turns/{i}"),
+                    format!("timestamp {ts} is not RFC 3339 or epoch seconds"),
+                );
             }
         }
         for (c, call) in t.tool_calls.iter().flatten().enumerate() {
             if call.tcid.is_empty() {
-                return Err(ctx.schema(format!("{at} /turns/{i}/tool_calls/{c}/tcid"), "must not be empty"));
+                return Err(ctx.schema(
+                    format!("{at} /turns/{i}/tool_calls/{c}/tcid"),
+                    "must not be empty",
+                ));
             }
             if call.func.is_empty() {
-                return Err(ctx.schema(format!("{at} /turns/{i}/tool_calls/{c}/fn"), "must not be empty"));
+                return Err(ctx.schema(
+                    format!("{at} /turns/{i}/tool_calls/{c}/fn"),
+                    "must not be empty",
+                ));
             }
             if !calls.insert(call.tcid.as_str()) {
                 ctx.diag(
@@ -114,8 +142,14 @@ mod tests {
 
     #[test]
     fn timestamps() {
-        assert_eq!(parse_timestamp(&json!("1970-01-01T00:00:01Z")), Some(1_000_000_000));
-        assert_eq!(parse_timestamp(&json!("2026-08-01 00:00:00+00:00")).is_some(), true);
+        assert_eq!(
+            parse_timestamp(&json!("1970-01-01T00:00:01Z")),
+            Some(1_000_000_000)
+        );
+        assert_eq!(
+            parse_timestamp(&json!("2026-08-01 00:00:00+00:00")).is_some(),
+            true
+        );
         assert_eq!(parse_timestamp(&json!(1.25)), Some(1_250_000_000));
         assert_eq!(parse_timestamp(&json!("yesterday")), None);
         assert_eq!(format_rfc3339(1_250_000_000), "1970-01-01T00:00:01.250Z");

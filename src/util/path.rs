@@ -6,7 +6,11 @@ use std::path::{Component, Path, PathBuf};
 /// trailing separators without touching the file system. `..` above the root
 /// stays at the root.
 pub fn lexical_absolute(p: &Path, cwd: &Path) -> PathBuf {
-    let joined = if p.is_absolute() { p.to_path_buf() } else { cwd.join(p) };
+    let joined = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        cwd.join(p)
+    };
     let mut out = PathBuf::from("/");
     for c in joined.components() {
         match c {
@@ -74,14 +78,26 @@ mod tests {
             ("..", "/home/u"),
             ("/", "/"),
         ] {
-            assert_eq!(lexical_absolute(Path::new(input), cwd), PathBuf::from(want), "{input}");
+            assert_eq!(
+                lexical_absolute(Path::new(input), cwd),
+                PathBuf::from(want),
+                "{input}"
+            );
         }
     }
 
     #[test]
     fn relative_checks() {
         assert!(check_dataset_relative("runs/a.json").is_ok());
-        for bad in ["", "/etc/passwd", "../x", "a/../b", "a//b", "s3://b/k", "./a"] {
+        for bad in [
+            "",
+            "/etc/passwd",
+            "../x",
+            "a/../b",
+            "a//b",
+            "s3://b/k",
+            "./a",
+        ] {
             assert!(check_dataset_relative(bad).is_err(), "{bad}");
         }
     }

@@ -9,13 +9,18 @@ use crate::cli::{ExitStatus, Settings};
 use crate::error::Error;
 
 pub fn run(settings: &Settings, set: Option<&Path>, out: &mut Out) -> Result<ExitStatus, Error> {
-    let path = settings.settings_path.as_deref().ok_or(SettingsError::NoSettingsLocation)?;
+    let path = settings
+        .settings_path
+        .as_deref()
+        .ok_or(SettingsError::NoSettingsLocation)?;
     let mut user = UserSettings::load(path)?;
     let Some(dir) = set else {
         return match &user.default_warehouse {
             Some(w) => {
                 if out.json() {
-                    out.write_json(&serde_json::json!({ "default_warehouse": w, "settings_file": path }))?;
+                    out.write_json(
+                        &serde_json::json!({ "default_warehouse": w, "settings_file": path }),
+                    )?;
                 } else {
                     out.write_text(&format!("{w}\n"))?;
                 }
@@ -23,7 +28,9 @@ pub fn run(settings: &Settings, set: Option<&Path>, out: &mut Out) -> Result<Exi
             }
             None => {
                 if out.json() {
-                    out.write_json(&serde_json::json!({ "default_warehouse": null, "settings_file": path }))?;
+                    out.write_json(
+                        &serde_json::json!({ "default_warehouse": null, "settings_file": path }),
+                    )?;
                 }
                 out.info("no default Warehouse is set; set one with `pchronicle default DIR`");
                 Ok(ExitStatus::NothingFound)
@@ -32,10 +39,17 @@ pub fn run(settings: &Settings, set: Option<&Path>, out: &mut Out) -> Result<Exi
     };
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => {}
-        Ok(_) => return Err(CatalogError::NotADirectory { uri: dir.display().to_string() }.into()),
+        Ok(_) => {
+            return Err(CatalogError::NotADirectory {
+                uri: dir.display().to_string(),
+            }
+            .into())
+        }
         Err(_) => {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| CatalogError::CreateDir { path: dir.display().to_string(), reason: e.to_string() })?;
+            std::fs::create_dir_all(dir).map_err(|e| CatalogError::CreateDir {
+                path: dir.display().to_string(),
+                reason: e.to_string(),
+            })?;
             out.info(&format!("created {}", dir.display()));
         }
     }

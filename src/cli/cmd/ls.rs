@@ -29,8 +29,15 @@ pub fn run(read: &ReadSettings, physical: bool, out: &mut Out) -> Result<ExitSta
     let snap = CatalogSnapshot::open(&read.dataset, read.limits, physical)?;
     report_snapshot(out, &snap.snapshot_id);
     if read.strict {
-        if let Some(s) = snap.sources.iter().find(|s| s.status != crate::catalog::SourceStatus::Ready) {
-            let reason = s.reason.clone().unwrap_or_else(|| crate::catalog::StatusReason::new("PC-CAT-010", "not ready"));
+        if let Some(s) = snap
+            .sources
+            .iter()
+            .find(|s| s.status != crate::catalog::SourceStatus::Ready)
+        {
+            let reason = s
+                .reason
+                .clone()
+                .unwrap_or_else(|| crate::catalog::StatusReason::new("PC-CAT-010", "not ready"));
             return Err(crate::catalog::CatalogError::StrictSource {
                 source_path: s.source_path.clone(),
                 status: s.status.name(),
@@ -43,8 +50,15 @@ pub fn run(read: &ReadSettings, physical: bool, out: &mut Out) -> Result<ExitSta
     for (p, e) in &snap.discovery_errors {
         out.warn("PC-CAT-009", &format!("cannot read `{p}`: {e}"));
     }
-    let not_ready = snap.sources.iter().filter(|s| s.status != crate::catalog::SourceStatus::Ready).count();
-    out.info(&format!("{} sources ({not_ready} not ready)", snap.sources.len()));
+    let not_ready = snap
+        .sources
+        .iter()
+        .filter(|s| s.status != crate::catalog::SourceStatus::Ready)
+        .count();
+    out.info(&format!(
+        "{} ({not_ready} not ready)",
+        super::plural(snap.sources.len(), "source")
+    ));
     if out.json() {
         let mut doc = json!({
             "dataset_uri": snap.dataset.to_string(),
@@ -53,7 +67,8 @@ pub fn run(read: &ReadSettings, physical: bool, out: &mut Out) -> Result<ExitSta
             "discovery_errors": snap.discovery_errors.iter().map(|(p, e)| json!({"path": p, "reason": e})).collect::<Vec<_>>(),
         });
         if physical {
-            doc["physical"] = serde_json::to_value(&snap.physical).map_err(|e| Error::Internal(e.to_string()))?;
+            doc["physical"] =
+                serde_json::to_value(&snap.physical).map_err(|e| Error::Internal(e.to_string()))?;
         }
         out.write_json(&doc)?;
     } else if physical {
@@ -71,7 +86,10 @@ pub fn run(read: &ReadSettings, physical: bool, out: &mut Out) -> Result<ExitSta
                 e.path.clone(),
                 e.entry_type.to_string(),
                 e.size.map(human_bytes).unwrap_or_default(),
-                serde_json::to_value(e.role).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+                serde_json::to_value(e.role)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
                 e.source_path.clone().unwrap_or_default(),
                 e.reason.clone().unwrap_or_default(),
             ]);
@@ -107,5 +125,9 @@ pub fn run(read: &ReadSettings, physical: bool, out: &mut Out) -> Result<ExitSta
         }
         out.write_table(&t)?;
     }
-    Ok(if snap.sources.is_empty() { ExitStatus::NothingFound } else { ExitStatus::Success })
+    Ok(if snap.sources.is_empty() {
+        ExitStatus::NothingFound
+    } else {
+        ExitStatus::Success
+    })
 }

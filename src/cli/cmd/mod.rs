@@ -14,7 +14,10 @@ pub fn run(settings: &Settings, out: &mut Out) -> Result<ExitStatus, Error> {
     match &settings.command {
         CommandSettings::Default { set } => default::run(settings, set.as_deref(), out),
         CommandSettings::Ls { read, physical } => ls::run(read, *physical, out),
-        CommandSettings::Status { read, max_document_bytes } => status::run(read, *max_document_bytes, out),
+        CommandSettings::Status {
+            read,
+            max_document_bytes,
+        } => status::run(read, *max_document_bytes, out),
     }
 }
 
@@ -36,5 +39,14 @@ fn human_bytes(n: u64) -> String {
         format!("{n} B")
     } else {
         format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// `1 source`, `2 sources`.
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
     }
 }

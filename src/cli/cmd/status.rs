@@ -22,7 +22,11 @@ struct Report<'a> {
     read: SourceRead,
 }
 
-pub fn run(read: &ReadSettings, max_document_bytes: u64, out: &mut Out) -> Result<ExitStatus, Error> {
+pub fn run(
+    read: &ReadSettings,
+    max_document_bytes: u64,
+    out: &mut Out,
+) -> Result<ExitStatus, Error> {
     let snap = CatalogSnapshot::open(&read.dataset, read.limits, false)?;
     let opts = DecodeOptions { max_document_bytes };
     let done = AtomicU64::new(0);
@@ -50,7 +54,10 @@ pub fn run(read: &ReadSettings, max_document_bytes: u64, out: &mut Out) -> Resul
     report_snapshot(out, &snap.snapshot_id);
     if read.strict {
         if let Some(r) = reports.iter().find(|r| r.status != SourceStatus::Ready) {
-            let reason = r.reason.clone().unwrap_or_else(|| StatusReason::new("PC-CAT-010", "not ready"));
+            let reason = r
+                .reason
+                .clone()
+                .unwrap_or_else(|| StatusReason::new("PC-CAT-010", "not ready"));
             return Err(CatalogError::StrictSource {
                 source_path: r.source.source_path.clone(),
                 status: r.status.name(),
@@ -72,13 +79,21 @@ pub fn run(read: &ReadSettings, max_document_bytes: u64, out: &mut Out) -> Resul
         }
         if r.status != SourceStatus::Ready {
             if let Some(reason) = &r.reason {
-                out.warn(reason.code, &format!("{}: {} ({})", r.source.source_path, reason.message, r.status.name()));
+                out.warn(
+                    reason.code,
+                    &format!(
+                        "{}: {} ({})",
+                        r.source.source_path,
+                        reason.message,
+                        r.status.name()
+                    ),
+                );
             }
         }
     }
     out.info(&format!(
-        "{} sources ({ready} ready, {degraded} degraded, {errors} error): {} runs, {} trajectories, {} steps, {} tool calls",
-        reports.len(),
+        "{} ({ready} ready, {degraded} degraded, {errors} error): {} runs, {} trajectories, {} steps, {} tool calls",
+        super::plural(reports.len(), "source"),
         totals.runs,
         totals.trajectories,
         totals.steps,
@@ -136,7 +151,10 @@ pub fn run(read: &ReadSettings, max_document_bytes: u64, out: &mut Out) -> Resul
                 c.trajectories.to_string(),
                 c.steps.to_string(),
                 c.tool_calls.to_string(),
-                r.reason.as_ref().map(|x| format!("[{}] {}", x.code, x.message)).unwrap_or_default(),
+                r.reason
+                    .as_ref()
+                    .map(|x| format!("[{}] {}", x.code, x.message))
+                    .unwrap_or_default(),
             ]);
         }
         t.footer(format!(
@@ -153,8 +171,15 @@ pub fn run(read: &ReadSettings, max_document_bytes: u64, out: &mut Out) -> Resul
 }
 
 fn report(s: &Source, opts: DecodeOptions) -> Result<Report<'_>, CatalogError> {
-    if s.status == SourceStatus::Error {
-        return Ok(Report { source: s, status: s.status, reason: s.reason.clone(), read: SourceRead::default() });
+    // Sources that failed sniffing are decoded again when their format is
+    // known, for a precise error position.
+    if s.status == SourceStatus::Error && s.format == crate::formats::SourceFormat::Unknown {
+        return Ok(Report {
+            source: s,
+            status: s.status,
+            reason: s.reason.clone(),
+            read: SourceRead::default(),
+        });
     }
     match read_source(s, opts, &mut |_| {}) {
         Ok(read) => {
@@ -162,12 +187,27 @@ fn report(s: &Source, opts: DecodeOptions) -> Result<Report<'_>, CatalogError> {
             let (status, reason) = match first {
                 Some(d) => {
                     let more = read.diagnostics.iter().filter(|d| d.degrades()).count();
-                    let suffix = if more > 1 { format!(" (+{} more)", more - 1) } else { String::new() };
-                    (SourceStatus::Degraded, Some(StatusReason::new(d.code, format!("{}: {}{suffix}", d.pointer, d.message))))
+                    let suffix = if more > 1 {
+                        format!(" (+{} more)", more - 1)
+                    } else {
+                        String::new()
+                    };
+                    (
+                        SourceStatus::Degraded,
+                        Some(StatusReason::new(
+                            d.code,
+                            format!("{}: {}{suffix}", d.pointer, d.message),
+                        )),
+                    )
                 }
                 None => (SourceStatus::Ready, None),
             };
-            Ok(Report { source: s, status, reason, read })
+            Ok(Report {
+                source: s,
+                status,
+                reason,
+                read,
+            })
         }
         Err(ReadFailure::Fatal(e)) => Err(e),
         Err(ReadFailure::Source(e)) => Ok(Report {

@@ -1,0 +1,11 @@
+//! CLI tests: run the real binary in temporary directories and snapshot exit
+//! code, stdout and stderr (temp paths, snapshot ids and file fingerprints
+//! filtered).
+
+mod common;
+mod default_cmd;
+mod errors;
+mod help;
+mod ls;
+mod regression;
+mod status;

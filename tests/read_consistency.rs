@@ -1,0 +1,91 @@
+//! A Source that changes while it is read fails the read instead of mixing
+//! contents (issue 2).
+
+use std::io::Write as _;
+use std::path::Path;
+
+use pchronicle::catalog::read::{read_source, ReadFailure};
+use pchronicle::catalog::{CatalogSnapshot, DatasetUri, DiscoveryLimits};
+use pchronicle::formats::DecodeOptions;
+
+fn doc(s: &str) -> String {
+    format!(
+        r#"{{"schema_version":"ATIF-v1.7","session_id":"{s}","agent":{{"name":"a","version":"1"}},"steps":[{{"step_id":1,"source":"user","message":"hi"}}]}}"#
+    )
+}
+
+#[test]
+fn file_modified_during_read_fails_with_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl");
+    std::fs::write(&path, format!("{}\n{}\n", doc("a"), doc("b"))).unwrap();
+    let uri = DatasetUri::local(dir.path(), Path::new("/"));
+    let snap = CatalogSnapshot::open(&uri, DiscoveryLimits::default(), false).unwrap();
+    let src = &snap.sources[0];
+    let mut first = true;
+    let r = read_source(
+        src,
+        DecodeOptions {
+            max_document_bytes: 1 << 20,
+        },
+        &mut |_| {
+            if first {
+                first = false;
+                let mut f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&path)
+                    .unwrap();
+                writeln!(f, "{}", doc("c")).unwrap();
+            }
+        },
+    );
+    match r {
+        Err(ReadFailure::Fatal(e)) => assert_eq!(e.code(), "PC-CAT-008"),
+        other => panic!("expected a changed-during-read failure, got {other:?}"),
+    }
+}
+
+#[test]
+fn file_replaced_after_discovery_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.json");
+    std::fs::write(&path, doc("a")).unwrap();
+    let uri = DatasetUri::local(dir.path(), Path::new("/"));
+    let snap = CatalogSnapshot::open(&uri, DiscoveryLimits::default(), false).unwrap();
+    // Replace by rename: a new inode under the same name.
+    let tmp = dir.path().join("t.json.new");
+    std::fs::write(&tmp, doc("zzz")).unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+    let r = read_source(
+        &snap.sources[0],
+        DecodeOptions {
+            max_document_bytes: 1 << 20,
+        },
+        &mut |_| {},
+    );
+    assert!(
+        matches!(r, Err(ReadFailure::Fatal(ref e)) if e.code() == "PC-CAT-008"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn file_deleted_after_discovery_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.json");
+    std::fs::write(&path, doc("a")).unwrap();
+    let uri = DatasetUri::local(dir.path(), Path::new("/"));
+    let snap = CatalogSnapshot::open(&uri, DiscoveryLimits::default(), false).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let r = read_source(
+        &snap.sources[0],
+        DecodeOptions {
+            max_document_bytes: 1 << 20,
+        },
+        &mut |_| {},
+    );
+    assert!(
+        matches!(r, Err(ReadFailure::Fatal(ref e)) if e.code() == "PC-CAT-008"),
+        "{r:?}"
+    );
+}
