@@ -158,8 +158,8 @@ pub fn run(
             ]);
         }
         t.footer(format!(
-            "total: {} sources ({ready} ready, {degraded} degraded, {errors} error), {} runs, {} trajectories, {} steps, {} tool calls",
-            reports.len(),
+            "total: {} ({ready} ready, {degraded} degraded, {errors} error), {} runs, {} trajectories, {} steps, {} tool calls",
+            super::plural(reports.len(), "source"),
             totals.runs,
             totals.trajectories,
             totals.steps,
