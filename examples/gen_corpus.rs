@@ -39,21 +39,129 @@ impl Rng {
 }
 
 const EN: &[&str] = &[
-    "the", "service", "request", "failed", "after", "a", "timeout", "while", "reading", "from", "database", "retry",
-    "with", "backoff", "check", "logs", "connection", "pool", "exhausted", "deploy", "build", "tests", "passed",
-    "error", "handler", "config", "file", "missing", "update", "schema", "migration", "query", "latency", "cache",
-    "miss", "worker", "queue", "job", "scheduled", "ipython", "kernel", "restart", "parse", "json", "output",
-    "token", "limit", "exceeded", "network", "unreachable", "permission", "denied", "memory", "leak", "profile",
+    "the",
+    "service",
+    "request",
+    "failed",
+    "after",
+    "a",
+    "timeout",
+    "while",
+    "reading",
+    "from",
+    "database",
+    "retry",
+    "with",
+    "backoff",
+    "check",
+    "logs",
+    "connection",
+    "pool",
+    "exhausted",
+    "deploy",
+    "build",
+    "tests",
+    "passed",
+    "error",
+    "handler",
+    "config",
+    "file",
+    "missing",
+    "update",
+    "schema",
+    "migration",
+    "query",
+    "latency",
+    "cache",
+    "miss",
+    "worker",
+    "queue",
+    "job",
+    "scheduled",
+    "ipython",
+    "kernel",
+    "restart",
+    "parse",
+    "json",
+    "output",
+    "token",
+    "limit",
+    "exceeded",
+    "network",
+    "unreachable",
+    "permission",
+    "denied",
+    "memory",
+    "leak",
+    "profile",
 ];
 const ZH: &[&str] = &[
-    "请求", "超时", "数据库", "连接", "失败", "重试", "日志", "配置", "文件", "缺失", "部署", "构建", "测试", "通过",
-    "错误", "处理", "缓存", "命中", "队列", "任务", "调度", "内存", "泄漏", "网络", "不可达", "权限", "拒绝",
-    "解析", "输出", "模型", "推理", "工具", "调用", "结果", "检查", "修复", "更新", "迁移", "查询", "延迟",
+    "请求",
+    "超时",
+    "数据库",
+    "连接",
+    "失败",
+    "重试",
+    "日志",
+    "配置",
+    "文件",
+    "缺失",
+    "部署",
+    "构建",
+    "测试",
+    "通过",
+    "错误",
+    "处理",
+    "缓存",
+    "命中",
+    "队列",
+    "任务",
+    "调度",
+    "内存",
+    "泄漏",
+    "网络",
+    "不可达",
+    "权限",
+    "拒绝",
+    "解析",
+    "输出",
+    "模型",
+    "推理",
+    "工具",
+    "调用",
+    "结果",
+    "检查",
+    "修复",
+    "更新",
+    "迁移",
+    "查询",
+    "延迟",
 ];
-const TOOLS: &[&str] = &["bash", "read_file", "write_file", "search", "python", "http_get", "sql_query"];
-const MODELS: &[&str] = &["gpt-4o", "claude-sonnet-4", "qwen2.5-72b", "deepseek-v3", "llama-3.1-70b"];
+const TOOLS: &[&str] = &[
+    "bash",
+    "read_file",
+    "write_file",
+    "search",
+    "python",
+    "http_get",
+    "sql_query",
+];
+const MODELS: &[&str] = &[
+    "gpt-4o",
+    "claude-sonnet-4",
+    "qwen2.5-72b",
+    "deepseek-v3",
+    "llama-3.1-70b",
+];
 const AGENTS: &[&str] = &["coder", "researcher", "planner", "terminus-2", "openhands"];
-const TAGS: &[&str] = &["important", "flaky", "regression", "perf", "security", "docs"];
+const TAGS: &[&str] = &[
+    "important",
+    "flaky",
+    "regression",
+    "perf",
+    "security",
+    "docs",
+];
 
 fn sentence(rng: &mut Rng, words: usize) -> String {
     let zh = rng.chance(40);
@@ -96,7 +204,12 @@ fn timestamp(base: u64, offset_s: u64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = if m <= 2 { y + 1 } else { y };
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, (rem % 3600) / 60, rem % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
 }
 
 struct Args {
@@ -137,7 +250,14 @@ fn parse_args() -> Args {
 }
 
 /// One ATIF trajectory node with `steps` steps.
-fn atif_node(rng: &mut Rng, run: u64, steps: u64, session: &str, trajectory: &str, base: u64) -> Value {
+fn atif_node(
+    rng: &mut Rng,
+    run: u64,
+    steps: u64,
+    session: &str,
+    trajectory: &str,
+    base: u64,
+) -> Value {
     let agent = rng.pick(AGENTS);
     let model = rng.pick(MODELS);
     let mut out = Vec::with_capacity(steps as usize);
@@ -205,7 +325,14 @@ fn atif_run(rng: &mut Rng, run: u64, steps: u64, subagent: bool) -> Value {
     let mut root = atif_node(rng, run, steps, &session, &format!("traj-{run:07}"), base);
     if subagent {
         let child_id = format!("traj-{run:07}-sub");
-        let child = atif_node(rng, run * 1_000 + 1, (steps / 4).max(3), &session, &child_id, base + 60);
+        let child = atif_node(
+            rng,
+            run * 1_000 + 1,
+            (steps / 4).max(3),
+            &session,
+            &child_id,
+            base + 60,
+        );
         let spawn = json!({
             "step_id": root["steps"].as_array().unwrap().len() + 1,
             "source": "agent",
@@ -249,7 +376,10 @@ fn actf_run(rng: &mut Rng, run: u64, steps: u64) -> Value {
 }
 
 fn openai_example(rng: &mut Rng, steps: u64) -> Value {
-    let mut messages = vec![json!({"role": "system", "content": sentence(rng, 10)}), json!({"role": "user", "content": sentence(rng, 16)})];
+    let mut messages = vec![
+        json!({"role": "system", "content": sentence(rng, 10)}),
+        json!({"role": "user", "content": sentence(rng, 16)}),
+    ];
     let mut n = 0;
     while (messages.len() as u64) < steps {
         n += 1;
@@ -269,10 +399,13 @@ fn main() {
     let mut lines = String::new();
     for run in 0..a.runs {
         let steps = (a.steps / 2 + rng.below(a.steps.max(1))).max(3);
-        let dir = a.out.join(format!("part-{:04}", run / a.files_per_dir.max(1)));
+        let dir = a
+            .out
+            .join(format!("part-{:04}", run / a.files_per_dir.max(1)));
         match a.format.as_str() {
             "atif" => {
-                let subagent = a.subagent_every > 0 && run % a.subagent_every == a.subagent_every - 1;
+                let subagent =
+                    a.subagent_every > 0 && run % a.subagent_every == a.subagent_every - 1;
                 let v = atif_run(&mut rng, run, steps, subagent);
                 std::fs::create_dir_all(&dir).unwrap();
                 let text = serde_json::to_vec(&v).unwrap();
@@ -298,5 +431,11 @@ fn main() {
         let mut f = std::fs::File::create(a.out.join("examples.jsonl")).unwrap();
         f.write_all(lines.as_bytes()).unwrap();
     }
-    eprintln!("wrote {} {} runs ({:.1} MB) to {}", a.runs, a.format, bytes as f64 / 1e6, a.out.display());
+    eprintln!(
+        "wrote {} {} runs ({:.1} MB) to {}",
+        a.runs,
+        a.format,
+        bytes as f64 / 1e6,
+        a.out.display()
+    );
 }

@@ -217,3 +217,28 @@ fn openai_rows_group_by_session_in_step_order() {
     assert_eq!(call.tcid, "call-status");
     assert_eq!(call.args, serde_json::json!({"verbose": true}));
 }
+
+#[test]
+fn decoded_documents_round_trip_through_storyline_json() {
+    for (path, docs) in decode_all() {
+        for d in docs {
+            let text = serde_json::to_string(&d).unwrap();
+            let back: Storyline =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+            assert_eq!(back, d, "{path}");
+            // And it is a valid Storyline document for the Storyline reader.
+            let mut ctx = pchronicle::formats::DecodeCtx::new(path.clone());
+            let mut n = 0;
+            pchronicle::formats::decode_bytes(
+                text.as_bytes(),
+                DecodeOptions {
+                    max_document_bytes: 1 << 28,
+                },
+                &mut ctx,
+                &mut |_| n += 1,
+            )
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+            assert_eq!(n, 1, "{path}");
+        }
+    }
+}

@@ -7,7 +7,6 @@
 
 use std::cell::Cell;
 use std::fmt;
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::rc::Rc;
 
@@ -28,8 +27,9 @@ pub struct RecordPos {
 
 /// Read every record of `path` laid out as `container`, calling `f` per record.
 /// Stops at the first error from the reader or from `f`.
-pub fn for_each_record(
-    file: File,
+pub fn for_each_record<R: Read>(
+    file: R,
+    size_hint: Option<u64>,
     container: Container,
     source_path: &str,
     max_document_bytes: u64,
@@ -38,7 +38,7 @@ pub fn for_each_record(
     match container {
         Container::Empty | Container::Scalar => Ok(()),
         Container::Object => {
-            let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+            let len = size_hint.unwrap_or(0);
             if len > max_document_bytes {
                 return Err(FormatError::TooLarge {
                     source_path: source_path.to_string(),
@@ -47,7 +47,7 @@ pub fn for_each_record(
                     limit: max_document_bytes,
                 });
             }
-            let mut bytes = Vec::with_capacity(len as usize);
+            let mut bytes = Vec::with_capacity(len.min(max_document_bytes) as usize);
             file.take(max_document_bytes + 1)
                 .read_to_end(&mut bytes)
                 .map_err(|e| io_error(source_path, &e))?;
@@ -343,7 +343,8 @@ mod tests {
         use std::io::Seek as _;
         f.rewind().unwrap();
         let mut out = Vec::new();
-        for_each_record(f, container, "x.json", limit, &mut |v, _| {
+        let len = f.metadata().unwrap().len();
+        for_each_record(f, Some(len), container, "x.json", limit, &mut |v, _| {
             out.push(v);
             Ok(())
         })?;

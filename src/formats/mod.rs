@@ -313,12 +313,53 @@ pub fn decode_file(
     ctx: &mut DecodeCtx,
     sink: &mut dyn FnMut(Storyline),
 ) -> Result<(), FormatError> {
+    let len = file.metadata().ok().map(|m| m.len());
+    decode_reader(file, len, format, openai_shape, container, opts, ctx, sink)
+}
+
+/// Sniff and decode an in-memory file (used by fuzz targets and tests).
+pub fn decode_bytes(
+    bytes: &[u8],
+    opts: DecodeOptions,
+    ctx: &mut DecodeCtx,
+    sink: &mut dyn FnMut(Storyline),
+) -> Result<Option<SourceFormat>, FormatError> {
+    let shape = sniff::sniff_bytes(bytes);
+    let Some((format, openai_shape)) = detect(&shape) else {
+        return Ok(None);
+    };
+    decode_reader(
+        bytes,
+        Some(bytes.len() as u64),
+        format,
+        openai_shape,
+        shape.container,
+        opts,
+        ctx,
+        sink,
+    )?;
+    Ok(Some(format))
+}
+
+/// Decode from any reader laid out as `container`.
+#[allow(clippy::too_many_arguments)]
+pub fn decode_reader<R: std::io::Read>(
+    file: R,
+    size_hint: Option<u64>,
+    format: SourceFormat,
+    openai_shape: Option<OpenAiShape>,
+    container: Container,
+    opts: DecodeOptions,
+    ctx: &mut DecodeCtx,
+    sink: &mut dyn FnMut(Storyline),
+) -> Result<(), FormatError> {
     let source_path = ctx.source_path.clone();
     match format {
         SourceFormat::OpenAiMessages if openai_shape == Some(OpenAiShape::Rows) => {
             let mut rows = openai::RowCollector::default();
             json::for_each_record(
                 file,
+                size_hint,
                 container,
                 &source_path,
                 opts.max_document_bytes,
@@ -331,6 +372,7 @@ pub fn decode_file(
         | SourceFormat::Storyline
         | SourceFormat::OpenAiMessages => json::for_each_record(
             file,
+            size_hint,
             container,
             &source_path,
             opts.max_document_bytes,

@@ -1,0 +1,50 @@
+# Shared setup for benchmark scripts: tools, the release binary, corpora.
+# Source it; it sets PC (the binary), CORPUS_ROOT and BENCH_VENV.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/pchronicle-target}"
+CORPUS_ROOT="${CORPUS_ROOT:-$HOME/.cache/pchronicle-bench}"
+BENCH_VENV="${BENCH_VENV:-$HOME/.cache/pchronicle-bench/venv}"
+mkdir -p "$CORPUS_ROOT"
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+ensure_tools() {
+  local missing=()
+  for t in hyperfine jq rg; do command -v "$t" >/dev/null 2>&1 || missing+=("$t"); done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    local pkgs=()
+    for t in "${missing[@]}"; do case "$t" in rg) pkgs+=(ripgrep);; *) pkgs+=("$t");; esac; done
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" time
+  fi
+  if [ ! -x "$BENCH_VENV/bin/duckdb" ]; then
+    python3 -m venv "$BENCH_VENV"
+    "$BENCH_VENV/bin/pip" install -q duckdb-cli==1.5.6 duckdb==1.5.6
+  fi
+  export PATH="$BENCH_VENV/bin:$PATH"
+}
+
+build_release() {
+  (cd "$ROOT" && cargo build --release --locked --bin pchronicle --example gen_corpus >&2)
+  PC="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/pchronicle"
+  GEN="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/examples/gen_corpus"
+  export PC GEN
+}
+
+# corpus NAME ARGS... : generate once, reuse afterwards.
+corpus() {
+  local name="$1"; shift
+  local dir="$CORPUS_ROOT/$name"
+  if [ ! -f "$dir/.done" ]; then
+    rm -rf "$dir"
+    "$GEN" --out "$dir" "$@" >&2
+    touch "$dir/.done"
+  fi
+  echo "$dir"
+}
+
+# peak_rss CMD... : print the peak resident set size in MiB of one run.
+peak_rss() {
+  /usr/bin/time -f '%M' "$@" 2>&1 >/dev/null | tail -1 | awk '{printf "%.0f", $1/1024}'
+}
