@@ -20,13 +20,9 @@ fn decode_all() -> Vec<(String, Vec<Storyline>)> {
         .map(|s| {
             assert_eq!(s.status, SourceStatus::Ready, "{}", s.source_path);
             let mut docs = Vec::new();
-            let read = read_source(
-                s,
-                DecodeOptions {
-                    max_document_bytes: 1 << 28,
-                },
-                &mut |d| docs.push(d.clone()),
-            )
+            let read = read_source(s, DecodeOptions::full(1 << 28), &mut |d| {
+                docs.push(d.clone())
+            })
             .unwrap_or_else(|e| panic!("{}: {e:?}", s.source_path));
             let degrading: Vec<_> = read.diagnostics.iter().filter(|d| d.degrades()).collect();
             assert!(degrading.is_empty(), "{}: {degrading:?}", s.source_path);
@@ -231,9 +227,7 @@ fn decoded_documents_round_trip_through_storyline_json() {
             let mut n = 0;
             pchronicle::formats::decode_bytes(
                 text.as_bytes(),
-                DecodeOptions {
-                    max_document_bytes: 1 << 28,
-                },
+                DecodeOptions::full(1 << 28),
                 &mut ctx,
                 &mut |_| n += 1,
             )

@@ -23,22 +23,16 @@ fn file_modified_during_read_fails_with_code() {
     let snap = CatalogSnapshot::open(&uri, DiscoveryLimits::default(), false).unwrap();
     let src = &snap.sources[0];
     let mut first = true;
-    let r = read_source(
-        src,
-        DecodeOptions {
-            max_document_bytes: 1 << 20,
-        },
-        &mut |_| {
-            if first {
-                first = false;
-                let mut f = std::fs::OpenOptions::new()
-                    .append(true)
-                    .open(&path)
-                    .unwrap();
-                writeln!(f, "{}", doc("c")).unwrap();
-            }
-        },
-    );
+    let r = read_source(src, DecodeOptions::full(1 << 20), &mut |_| {
+        if first {
+            first = false;
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .unwrap();
+            writeln!(f, "{}", doc("c")).unwrap();
+        }
+    });
     match r {
         Err(ReadFailure::Fatal(e)) => assert_eq!(e.code(), "PC-CAT-008"),
         other => panic!("expected a changed-during-read failure, got {other:?}"),
@@ -56,13 +50,7 @@ fn file_replaced_after_discovery_fails() {
     let tmp = dir.path().join("t.json.new");
     std::fs::write(&tmp, doc("zzz")).unwrap();
     std::fs::rename(&tmp, &path).unwrap();
-    let r = read_source(
-        &snap.sources[0],
-        DecodeOptions {
-            max_document_bytes: 1 << 20,
-        },
-        &mut |_| {},
-    );
+    let r = read_source(&snap.sources[0], DecodeOptions::full(1 << 20), &mut |_| {});
     assert!(
         matches!(r, Err(ReadFailure::Fatal(ref e)) if e.code() == "PC-CAT-008"),
         "{r:?}"
@@ -77,13 +65,7 @@ fn file_deleted_after_discovery_fails() {
     let uri = DatasetUri::local(dir.path(), Path::new("/"));
     let snap = CatalogSnapshot::open(&uri, DiscoveryLimits::default(), false).unwrap();
     std::fs::remove_file(&path).unwrap();
-    let r = read_source(
-        &snap.sources[0],
-        DecodeOptions {
-            max_document_bytes: 1 << 20,
-        },
-        &mut |_| {},
-    );
+    let r = read_source(&snap.sources[0], DecodeOptions::full(1 << 20), &mut |_| {});
     assert!(
         matches!(r, Err(ReadFailure::Fatal(ref e)) if e.code() == "PC-CAT-008"),
         "{r:?}"

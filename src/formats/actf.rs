@@ -13,7 +13,7 @@ use super::json::RecordPos;
 use super::model::{
     Agent, Llm, Origin, Prompt, Storyline, Task, TaskResult, ToolCall, ToolResponse, Turn,
 };
-use super::residual::{canonical_digest, join, Residual};
+use super::residual::{join, Residual};
 use super::{locator, DecodeCtx, Diagnostic, FormatError};
 
 /// Source name in `unknown_fields`.
@@ -57,7 +57,7 @@ pub fn decode(
     let Value::Object(mut root) = v else {
         return Err(ctx.schema(at, "an ACTF document must be a JSON object"));
     };
-    let digest = canonical_digest(&Value::Object(root.clone()));
+    let digest = super::atif::source_document_id(&ctx.source_path, pos);
     let task_id = match root.get("task_id") {
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
         _ => return Err(ctx.schema(format!("{at} /task_id"), "must be a non-empty string")),

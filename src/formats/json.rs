@@ -8,6 +8,7 @@
 use std::cell::Cell;
 use std::fmt;
 use std::io::{BufRead, BufReader, Read};
+use std::marker::PhantomData;
 use std::rc::Rc;
 
 use serde::de::{DeserializeSeed, SeqAccess, Visitor};
@@ -25,8 +26,8 @@ pub struct RecordPos {
     pub line: u64,
 }
 
-/// Read every record of `path` laid out as `container`, calling `f` per record.
-/// Stops at the first error from the reader or from `f`.
+/// Read every record of `file` laid out as `container` as a JSON [`Value`],
+/// calling `f` per record. Stops at the first error from the reader or `f`.
 pub fn for_each_record<R: Read>(
     file: R,
     size_hint: Option<u64>,
@@ -35,82 +36,73 @@ pub fn for_each_record<R: Read>(
     max_document_bytes: u64,
     f: &mut dyn FnMut(Value, RecordPos) -> Result<(), FormatError>,
 ) -> Result<(), FormatError> {
+    for_each_record_seed(
+        file,
+        size_hint,
+        container,
+        source_path,
+        max_document_bytes,
+        PhantomData::<Value>,
+        f,
+    )
+}
+
+/// Like [`for_each_record`], but each record is read with `seed` (a typed,
+/// possibly projecting decoder) instead of as a generic JSON value.
+pub fn for_each_record_seed<R, S, T>(
+    file: R,
+    size_hint: Option<u64>,
+    container: Container,
+    source_path: &str,
+    max_document_bytes: u64,
+    seed: S,
+    f: &mut dyn FnMut(T, RecordPos) -> Result<(), FormatError>,
+) -> Result<(), FormatError>
+where
+    R: Read,
+    S: for<'de> DeserializeSeed<'de, Value = T> + Clone,
+{
+    let too_large = |what: String, size: u64| FormatError::TooLarge {
+        source_path: source_path.to_string(),
+        what,
+        size,
+        limit: max_document_bytes,
+    };
     match container {
         Container::Empty | Container::Scalar => Ok(()),
         Container::Object => {
             let len = size_hint.unwrap_or(0);
             if len > max_document_bytes {
-                return Err(FormatError::TooLarge {
-                    source_path: source_path.to_string(),
-                    what: "document".into(),
-                    size: len,
-                    limit: max_document_bytes,
-                });
+                return Err(too_large("document".into(), len));
             }
             let mut bytes = Vec::with_capacity(len.min(max_document_bytes) as usize);
             file.take(max_document_bytes + 1)
                 .read_to_end(&mut bytes)
                 .map_err(|e| io_error(source_path, &e))?;
-            // A `.json` file may still hold several concatenated documents.
-            let mut stream = serde_json::Deserializer::from_slice(&bytes).into_iter::<Value>();
-            let mut index = 0u64;
-            let (mut counted_to, mut line) = (0usize, 1u64);
-            loop {
-                let offset = stream.byte_offset();
-                match stream.next() {
-                    None => return Ok(()),
-                    Some(Ok(v)) => {
-                        line += bytes[counted_to..offset]
-                            .iter()
-                            .filter(|&&b| b == b'\n')
-                            .count() as u64;
-                        counted_to = offset;
-                        f(v, RecordPos { index, line })?;
-                        index += 1;
-                    }
-                    Some(Err(e)) => return Err(classify(&e, source_path, Some(&bytes), 0)),
+            if bytes.len() as u64 > max_document_bytes {
+                return Err(too_large("document".into(), bytes.len() as u64));
+            }
+            let mut de = serde_json::Deserializer::from_slice(&bytes);
+            match seed
+                .clone()
+                .deserialize(&mut de)
+                .and_then(|v| de.end().map(|()| v))
+            {
+                Ok(v) => f(v, RecordPos { index: 0, line: 1 }),
+                // A `.json` file may still hold one document per line.
+                Err(e) if e.to_string().starts_with("trailing characters") => {
+                    for_each_line(&bytes[..], source_path, max_document_bytes, &seed, f)
                 }
+                Err(e) => Err(classify(&e, source_path, Some(&bytes), 0)),
             }
         }
-        Container::Lines => {
-            let mut reader = BufReader::with_capacity(1 << 16, file);
-            let mut buf = Vec::new();
-            let mut line_no = 0u64;
-            let mut index = 0u64;
-            loop {
-                buf.clear();
-                line_no += 1;
-                let n = read_line_bounded(&mut reader, &mut buf, max_document_bytes)
-                    .map_err(|e| io_error(source_path, &e))?;
-                match n {
-                    LineRead::Eof => return Ok(()),
-                    LineRead::TooLong(seen) => {
-                        return Err(FormatError::TooLarge {
-                            source_path: source_path.to_string(),
-                            what: format!("line {line_no}"),
-                            size: seen,
-                            limit: max_document_bytes,
-                        })
-                    }
-                    LineRead::Line => {}
-                }
-                while buf.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
-                    buf.pop();
-                }
-                if buf.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                let v = parse_slice(&buf, source_path, line_no - 1)?;
-                f(
-                    v,
-                    RecordPos {
-                        index,
-                        line: line_no,
-                    },
-                )?;
-                index += 1;
-            }
-        }
+        Container::Lines => for_each_line(
+            BufReader::with_capacity(1 << 16, file),
+            source_path,
+            max_document_bytes,
+            &seed,
+            f,
+        ),
         Container::Array => {
             let counter = Rc::new(Cell::new(0u64));
             let limited = LimitedReader {
@@ -119,30 +111,80 @@ pub fn for_each_record<R: Read>(
             };
             let mut de = serde_json::Deserializer::from_reader(limited);
             let mut err: Option<FormatError> = None;
-            let seed = ArraySeed {
+            let array = ArraySeed {
+                seed,
                 f,
                 counter: counter.clone(),
                 limit: max_document_bytes,
                 err: &mut err,
                 source_path,
             };
-            let r = seed.deserialize(&mut de).and_then(|()| de.end());
+            let r = array.deserialize(&mut de).and_then(|()| de.end());
             if let Some(e) = err {
                 return Err(e);
             }
             r.map_err(|e| {
                 if counter.get() > max_document_bytes {
-                    FormatError::TooLarge {
-                        source_path: source_path.to_string(),
-                        what: "array element".into(),
-                        size: counter.get(),
-                        limit: max_document_bytes,
-                    }
+                    too_large("array element".into(), counter.get())
                 } else {
                     classify(&e, source_path, None, 0)
                 }
             })
         }
+    }
+}
+
+fn for_each_line<B, S, T>(
+    mut reader: B,
+    source_path: &str,
+    max_document_bytes: u64,
+    seed: &S,
+    f: &mut dyn FnMut(T, RecordPos) -> Result<(), FormatError>,
+) -> Result<(), FormatError>
+where
+    B: BufRead,
+    S: for<'de> DeserializeSeed<'de, Value = T> + Clone,
+{
+    let mut buf = Vec::new();
+    let mut line_no = 0u64;
+    let mut index = 0u64;
+    loop {
+        buf.clear();
+        line_no += 1;
+        match read_line_bounded(&mut reader, &mut buf, max_document_bytes)
+            .map_err(|e| io_error(source_path, &e))?
+        {
+            LineRead::Eof => return Ok(()),
+            LineRead::TooLong(seen) => {
+                return Err(FormatError::TooLarge {
+                    source_path: source_path.to_string(),
+                    what: format!("line {line_no}"),
+                    size: seen,
+                    limit: max_document_bytes,
+                })
+            }
+            LineRead::Line => {}
+        }
+        while buf.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+            buf.pop();
+        }
+        if buf.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let mut de = serde_json::Deserializer::from_slice(&buf);
+        let v = seed
+            .clone()
+            .deserialize(&mut de)
+            .and_then(|v| de.end().map(|()| v))
+            .map_err(|e| classify(&e, source_path, Some(&buf), line_no - 1))?;
+        f(
+            v,
+            RecordPos {
+                index,
+                line: line_no,
+            },
+        )?;
+        index += 1;
     }
 }
 
@@ -282,22 +324,29 @@ impl<R: Read> Read for LimitedReader<R> {
     }
 }
 
-struct ArraySeed<'a, 'f> {
-    f: &'a mut dyn FnMut(Value, RecordPos) -> Result<(), FormatError>,
+struct ArraySeed<'a, 'f, S, T> {
+    seed: S,
+    f: &'a mut dyn FnMut(T, RecordPos) -> Result<(), FormatError>,
     counter: Rc<Cell<u64>>,
     limit: u64,
     err: &'a mut Option<FormatError>,
     source_path: &'f str,
 }
 
-impl<'de> DeserializeSeed<'de> for ArraySeed<'_, '_> {
+impl<'de, S, T> DeserializeSeed<'de> for ArraySeed<'_, '_, S, T>
+where
+    S: for<'x> DeserializeSeed<'x, Value = T> + Clone,
+{
     type Value = ();
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_seq(self)
     }
 }
 
-impl<'de> Visitor<'de> for ArraySeed<'_, '_> {
+impl<'de, S, T> Visitor<'de> for ArraySeed<'_, '_, S, T>
+where
+    S: for<'x> DeserializeSeed<'x, Value = T> + Clone,
+{
     type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an array of records")
@@ -306,7 +355,7 @@ impl<'de> Visitor<'de> for ArraySeed<'_, '_> {
         let mut index = 0u64;
         loop {
             self.counter.set(0);
-            let Some(v) = seq.next_element::<Value>()? else {
+            let Some(v) = seq.next_element_seed(self.seed.clone())? else {
                 return Ok(());
             };
             // The reader runs ahead by at most one buffer; allow for it.

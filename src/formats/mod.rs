@@ -100,32 +100,39 @@ fn is_lines_name(name: &str) -> bool {
 
 /// Bytes read at most while sniffing one file.
 const SNIFF_LIMIT: usize = 16 << 20;
+/// The first read is small: most formats are decided by their first key.
+const SNIFF_FIRST: usize = 4 << 10;
 const SNIFF_CHUNK: usize = 64 << 10;
 
 /// Sniff a file by content.
 pub fn sniff_file(path: &Path) -> std::io::Result<Sniffed> {
     let mut f = File::open(path)?;
     let mut sniffer = sniff::Sniffer::new();
-    let mut buf = vec![0u8; SNIFF_CHUNK];
+    let mut first = [0u8; SNIFF_FIRST];
+    let mut buf: Vec<u8> = Vec::new();
     let mut total = 0usize;
     let mut eof = false;
     loop {
-        let n = f.read(&mut buf)?;
+        let chunk: &mut [u8] = if total == 0 {
+            &mut first
+        } else {
+            if buf.is_empty() {
+                buf.resize(SNIFF_CHUNK, 0);
+            }
+            &mut buf
+        };
+        let n = f.read(chunk)?;
         if n == 0 {
             eof = true;
             break;
         }
-        sniffer.feed(&buf[..n]);
+        sniffer.feed(&chunk[..n]);
         total += n;
         if sniffer.finished() || total >= SNIFF_LIMIT {
             break;
         }
         let shape = sniffer.shape();
-        if !shape.layout_known
-            && shape.invalid_at.is_none()
-            && early_decision(shape).is_some()
-            && total >= SNIFF_CHUNK
-        {
+        if !shape.layout_known && shape.invalid_at.is_none() && early_decision(shape).is_some() {
             break;
         }
     }
@@ -301,6 +308,19 @@ impl DecodeCtx {
 pub struct DecodeOptions {
     /// Largest single document or line, in bytes.
     pub max_document_bytes: u64,
+    /// How much of each record to materialise (formats with a typed reader
+    /// honour it; others always read everything).
+    pub projection: atif::Projection,
+}
+
+impl DecodeOptions {
+    /// Read everything, with the given document bound.
+    pub fn full(max_document_bytes: u64) -> Self {
+        DecodeOptions {
+            max_document_bytes,
+            projection: atif::Projection::Full,
+        }
+    }
 }
 
 /// Decode one file Source, streaming each Storyline document to `sink`.
@@ -367,17 +387,25 @@ pub fn decode_reader<R: std::io::Read>(
             )?;
             rows.finish(ctx, sink)
         }
-        SourceFormat::Atif
-        | SourceFormat::Actf
-        | SourceFormat::Storyline
-        | SourceFormat::OpenAiMessages => json::for_each_record(
+        SourceFormat::Atif => json::for_each_record_seed(
             file,
             size_hint,
             container,
             &source_path,
             opts.max_document_bytes,
-            &mut |v, pos| decode_record(format, v, pos, ctx, sink),
+            atif::NodeSeed(opts.projection),
+            &mut |v, pos| atif::decode(v, pos, ctx, sink),
         ),
+        SourceFormat::Actf | SourceFormat::Storyline | SourceFormat::OpenAiMessages => {
+            json::for_each_record(
+                file,
+                size_hint,
+                container,
+                &source_path,
+                opts.max_document_bytes,
+                &mut |v, pos| decode_record(format, v, pos, ctx, sink),
+            )
+        }
         SourceFormat::StorylineLance => Err(FormatError::NotReadable {
             source_path,
             what: "Storyline Lance store",
@@ -401,7 +429,6 @@ fn decode_record(
     sink: &mut dyn FnMut(Storyline),
 ) -> Result<(), FormatError> {
     match format {
-        SourceFormat::Atif => atif::decode(v, pos, ctx, sink),
         SourceFormat::Actf => actf::decode(v, pos, ctx, sink),
         SourceFormat::Storyline => storyline::decode(v, pos, ctx, sink),
         SourceFormat::OpenAiMessages => openai::decode_sft(v, pos, ctx, sink),

@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value};
 
 use super::json::RecordPos;
 use super::model::{Agent, Env, Origin, Storyline, Task, ToolCall, Turn};
-use super::residual::{canonical_digest, join, Residual};
+use super::residual::{join, Residual};
 use super::{locator, DecodeCtx, Diagnostic, FormatError};
 
 /// Source name in `unknown_fields`.
@@ -716,8 +716,8 @@ fn build_session(
         });
     }
     if !res.is_empty() {
-        let digest = canonical_digest(&Value::String(format!("{}#{sid}", ctx.source_path)));
-        res.apply(&mut doc, SOURCE, &digest, ARRAYS);
+        let id = format!("{}#{sid}", ctx.source_path);
+        res.apply(&mut doc, SOURCE, &id, ARRAYS);
     }
     Ok(doc)
 }

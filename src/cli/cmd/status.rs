@@ -28,7 +28,10 @@ pub fn run(
     out: &mut Out,
 ) -> Result<ExitStatus, Error> {
     let snap = CatalogSnapshot::open(&read.dataset, read.limits, false)?;
-    let opts = DecodeOptions { max_document_bytes };
+    let opts = DecodeOptions {
+        max_document_bytes,
+        projection: crate::formats::atif::Projection::Skeleton,
+    };
     let done = AtomicU64::new(0);
     let total = snap.sources.len() as u64;
     let progress = std::sync::Mutex::new(out.progress("reading sources"));

@@ -4,6 +4,10 @@
 //! becomes one Storyline document. ATIF v1.7 makes `session_id` run-scoped,
 //! so it is also the Storyline `run` of the root and of every embedded child.
 //! Keys ATIF does not define are kept in `unknown_fields` by source pointer.
+//! Records are read with the typed parser in [`raw`]; in skeleton projection
+//! the heavy payloads are never materialised.
+
+pub mod raw;
 
 use std::collections::{HashMap, HashSet};
 
@@ -11,8 +15,9 @@ use serde_json::{Map, Value};
 
 use super::json::RecordPos;
 use super::model::{Agent, Origin, Parent, Storyline, ToolCall, Turn};
-use super::residual::{canonical_digest, join, Residual};
+use super::residual::{join, Residual};
 use super::{locator, DecodeCtx, Diagnostic, FormatError};
+pub use raw::{NodeSeed, Projection, RawCall, RawNode, RawStep};
 
 /// Source name in `unknown_fields`.
 pub const SOURCE: &str = "atif";
@@ -23,15 +28,11 @@ const VERSION_PREFIX: &str = "ATIF-v1.";
 
 /// Decode one ATIF record (a root trajectory with its embedded subagents).
 pub fn decode(
-    v: Value,
+    root: RawNode,
     pos: RecordPos,
     ctx: &mut DecodeCtx,
     sink: &mut dyn FnMut(Storyline),
 ) -> Result<(), FormatError> {
-    let Value::Object(root) = v else {
-        return Err(ctx.schema(locator(pos), "an ATIF trajectory must be a JSON object"));
-    };
-    let digest_src = Value::Object(root.clone());
     let mut docs = Vec::new();
     let mut ids = HashSet::new();
     let node = Node {
@@ -42,19 +43,18 @@ pub fn decode(
         pos,
     };
     convert_node(root, node, ctx, &mut docs, &mut ids)?;
-    let needs_digest = docs
-        .iter()
-        .any(|(_, r): &(Storyline, Residual)| !r.is_empty());
-    let digest = if needs_digest {
-        canonical_digest(&digest_src)
-    } else {
-        String::new()
-    };
+    let doc_id = source_document_id(&ctx.source_path, pos);
     for (mut doc, residual) in docs {
-        residual.apply(&mut doc, SOURCE, &digest, ARRAYS);
+        residual.apply(&mut doc, SOURCE, &doc_id, ARRAYS);
         sink(doc);
     }
     Ok(())
+}
+
+/// The id that groups the Storyline documents made from one source record:
+/// the Source path and the record's 1-based position.
+pub fn source_document_id(source_path: &str, pos: RecordPos) -> String {
+    format!("{source_path}#{}", pos.index + 1)
 }
 
 struct Node {
@@ -65,13 +65,9 @@ struct Node {
     pos: RecordPos,
 }
 
-fn take_str(
-    obj: &mut Map<String, Value>,
-    key: &str,
-    res: &mut Residual,
-    prefix: &str,
-) -> Option<String> {
-    match obj.remove(key) {
+/// A string field: strings pass, null is absent, anything else goes to the residual.
+fn string(v: Option<Value>, res: &mut Residual, prefix: &str, key: &str) -> Option<String> {
+    match v {
         Some(Value::String(s)) => Some(s),
         Some(Value::Null) | None => None,
         Some(other) => {
@@ -89,8 +85,23 @@ fn as_i64(v: &Value) -> Option<i64> {
     })
 }
 
+fn non_null(v: Option<Value>) -> Option<Value> {
+    v.filter(|v| !v.is_null())
+}
+
+fn unknown_agent() -> Agent {
+    Agent {
+        id: "unknown".into(),
+        name: None,
+        ver: None,
+        model: None,
+        tools: None,
+        extra: None,
+    }
+}
+
 fn convert_node(
-    mut obj: Map<String, Value>,
+    raw: RawNode,
     node: Node,
     ctx: &mut DecodeCtx,
     out: &mut Vec<(Storyline, Residual)>,
@@ -98,9 +109,9 @@ fn convert_node(
 ) -> Result<(), FormatError> {
     let p = node.prefix.as_str();
     let mut res = Residual::default();
-    let at = |rel: &str| format!("{} {}{rel}", locator(node.pos), p);
+    let at = |rel: &str| format!("{} {p}{rel}", locator(node.pos));
 
-    let schema_version = match obj.remove("schema_version") {
+    let schema_version = match raw.schema_version {
         Some(Value::String(s)) => {
             if !s.starts_with(VERSION_PREFIX) {
                 return Err(FormatError::UnsupportedVersion {
@@ -120,8 +131,9 @@ fn convert_node(
             ))
         }
     };
-    let session_id = take_str(&mut obj, "session_id", &mut res, p).filter(|s| !s.is_empty());
-    let trajectory_id = take_str(&mut obj, "trajectory_id", &mut res, p).filter(|s| !s.is_empty());
+    let session_id = string(raw.session_id, &mut res, p, "session_id").filter(|s| !s.is_empty());
+    let trajectory_id =
+        string(raw.trajectory_id, &mut res, p, "trajectory_id").filter(|s| !s.is_empty());
     let session = match session_id
         .clone()
         .or_else(|| node.inherited_session.clone())
@@ -140,7 +152,7 @@ fn convert_node(
     };
     let run = node.run.clone().or_else(|| session_id.clone());
 
-    let agent = match obj.remove("agent") {
+    let agent = match raw.agent {
         Some(Value::Object(a)) => {
             convert_agent(a, &format!("{p}/agent"), &mut res, ctx, &at("/agent"))
         }
@@ -151,14 +163,7 @@ fn convert_node(
                 at("/agent"),
                 "agent is not an object; kept as residual",
             );
-            Agent {
-                id: "unknown".into(),
-                name: None,
-                ver: None,
-                model: None,
-                tools: None,
-                extra: None,
-            }
+            unknown_agent()
         }
         None => {
             ctx.diag(
@@ -166,14 +171,7 @@ fn convert_node(
                 at("/agent"),
                 "no agent; using agent id `unknown`",
             );
-            Agent {
-                id: "unknown".into(),
-                name: None,
-                ver: None,
-                model: None,
-                tools: None,
-                extra: None,
-            }
+            unknown_agent()
         }
     };
 
@@ -184,13 +182,18 @@ fn convert_node(
         schema_version,
         document_id: None,
     });
-    doc.run = run.clone();
+    doc.run.clone_from(&run);
     doc.trajectory = trajectory_id;
     doc.parent = node.parent;
-    doc.notes = take_str(&mut obj, "notes", &mut res, p);
-    doc.continued_trajectory_ref = take_str(&mut obj, "continued_trajectory_ref", &mut res, p);
-    doc.final_metrics = obj.remove("final_metrics");
-    doc.extra = obj.remove("extra");
+    doc.notes = string(raw.notes, &mut res, p, "notes");
+    doc.continued_trajectory_ref = string(
+        raw.continued_trajectory_ref,
+        &mut res,
+        p,
+        "continued_trajectory_ref",
+    );
+    doc.final_metrics = raw.final_metrics;
+    doc.extra = raw.extra;
 
     let doc_key = doc.document_id().to_string();
     if !ids.insert(doc_key.clone()) {
@@ -203,66 +206,43 @@ fn convert_node(
 
     // Links from observation refs to the spawning call and step.
     let mut spawn: HashMap<String, (Option<String>, i64)> = HashMap::new();
-    match obj.remove("steps") {
-        Some(Value::Array(steps)) => {
-            let mut seen_ids = HashSet::new();
-            let mut seen_calls = HashSet::new();
-            let mut prev: Option<i64> = None;
-            let mut order_reported = false;
-            for (i, s) in steps.into_iter().enumerate() {
-                let sp = format!("{p}/steps/{i}");
-                let turn =
-                    convert_step(s, i, &sp, &mut res, ctx, &at, &mut seen_calls, &mut spawn)?;
-                if !seen_ids.insert(turn.id) || prev.is_some_and(|pv| turn.id <= pv) {
-                    if !order_reported {
-                        ctx.diag(
-                            Diagnostic::STEP_ORDER,
-                            at(&format!("/steps/{i}/step_id")),
-                            format!(
-                                "step_id {} does not increase (previous {})",
-                                turn.id,
-                                prev.unwrap_or(0)
-                            ),
-                        );
-                        order_reported = true;
-                    }
-                }
-                prev = Some(turn.id);
-                doc.turns.push(turn);
-            }
+    let Some(steps) = raw.steps else {
+        return Err(ctx.schema(at(""), "an ATIF trajectory needs `steps`"));
+    };
+    let mut seen_ids = HashSet::with_capacity(steps.len());
+    let mut seen_calls = HashSet::new();
+    let mut prev: Option<i64> = None;
+    let mut order_reported = false;
+    doc.turns.reserve(steps.len());
+    for (i, s) in steps.into_iter().enumerate() {
+        let turn = convert_step(s, i, p, &mut res, ctx, &at, &mut seen_calls, &mut spawn);
+        if (!seen_ids.insert(turn.id) || prev.is_some_and(|pv| turn.id <= pv)) && !order_reported {
+            ctx.diag(
+                Diagnostic::STEP_ORDER,
+                at(&format!("/steps/{i}/step_id")),
+                format!(
+                    "step_id {} does not increase (previous {})",
+                    turn.id,
+                    prev.unwrap_or(0)
+                ),
+            );
+            order_reported = true;
         }
-        Some(other) => {
-            return Err(ctx.schema(
-                at("/steps"),
-                format!("expected an array of steps, found {}", type_name(&other)),
-            ))
-        }
-        None => return Err(ctx.schema(at(""), "an ATIF trajectory needs `steps`")),
+        prev = Some(turn.id);
+        doc.turns.push(turn);
     }
 
-    let children = match obj.remove("subagent_trajectories") {
-        Some(Value::Array(c)) => c,
-        Some(Value::Null) | None => Vec::new(),
-        Some(other) => {
-            res.put(join(p, "subagent_trajectories"), other);
-            Vec::new()
-        }
-    };
-    res.rest(p, obj);
+    for (k, v) in raw.rest {
+        res.put(join(p, &k), v);
+    }
     let parent_key = doc.document_id().to_string();
     let mut child_ids = Vec::new();
     let slot = out.len();
     out.push((doc, res));
-    for (i, c) in children.into_iter().enumerate() {
-        let cp = format!("{p}/subagent_trajectories/{i}");
-        let Value::Object(mut cobj) = c else {
-            return Err(ctx.schema(
-                at(&format!("/subagent_trajectories/{i}")),
-                "a subagent trajectory must be an object",
-            ));
-        };
-        let tid = match cobj
-            .get("trajectory_id")
+    for (i, mut child) in raw.subagents.unwrap_or_default().into_iter().enumerate() {
+        let tid = match child
+            .trajectory_id
+            .as_ref()
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
         {
@@ -274,7 +254,7 @@ fn convert_node(
                     at(&format!("/subagent_trajectories/{i}/trajectory_id")),
                     format!("embedded subagent without trajectory_id; using `{g}`"),
                 );
-                cobj.insert("trajectory_id".into(), Value::String(g.clone()));
+                child.trajectory_id = Some(Value::String(g.clone()));
                 g
             }
         };
@@ -283,8 +263,8 @@ fn convert_node(
             .cloned()
             .map_or((None, None), |(c, t)| (c, Some(t)));
         child_ids.push(tid);
-        let child = Node {
-            prefix: cp,
+        let cnode = Node {
+            prefix: format!("{p}/subagent_trajectories/{i}"),
             inherited_session: Some(session.clone()),
             run: run.clone().or_else(|| Some(session.clone())),
             parent: Some(Parent {
@@ -295,7 +275,7 @@ fn convert_node(
             }),
             pos: node.pos,
         };
-        convert_node(cobj, child, ctx, out, ids)?;
+        convert_node(child, cnode, ctx, out, ids)?;
     }
     if !child_ids.is_empty() {
         out[slot].0.children = Some(child_ids);
@@ -313,7 +293,7 @@ fn convert_agent(
     ctx: &mut DecodeCtx,
     at: &str,
 ) -> Agent {
-    let name = take_str(&mut a, "name", res, p);
+    let name = string(a.remove("name"), res, p, "name");
     let id = match name.clone().filter(|n| !n.is_empty()) {
         Some(n) => n,
         None => {
@@ -328,8 +308,8 @@ fn convert_agent(
     let agent = Agent {
         id,
         name,
-        ver: take_str(&mut a, "version", res, p),
-        model: take_str(&mut a, "model_name", res, p),
+        ver: string(a.remove("version"), res, p, "version"),
+        model: string(a.remove("model_name"), res, p, "model_name"),
         tools: a.remove("tool_definitions"),
         extra: a.remove("extra"),
     };
@@ -339,129 +319,132 @@ fn convert_agent(
 
 #[allow(clippy::too_many_arguments)]
 fn convert_step(
-    s: Value,
+    s: RawStep,
     index: usize,
-    p: &str,
+    node_prefix: &str,
     res: &mut Residual,
     ctx: &mut DecodeCtx,
     at: &dyn Fn(&str) -> String,
     seen_calls: &mut HashSet<String>,
     spawn: &mut HashMap<String, (Option<String>, i64)>,
-) -> Result<Turn, FormatError> {
-    let rel = format!("/steps/{index}");
-    let Value::Object(mut o) = s else {
-        return Err(ctx.schema(at(&rel), "a step must be a JSON object"));
-    };
-    let id = match o.remove("step_id") {
-        Some(v) if as_i64(&v).is_some() => as_i64(&v).unwrap_or_default(),
-        other => {
+) -> Turn {
+    // Pointers are built only when something is reported or kept.
+    let sp = || format!("{node_prefix}/steps/{index}");
+    let rel = |tail: &str| at(&format!("/steps/{index}{tail}"));
+    let id = match s.step_id.as_ref().and_then(as_i64) {
+        Some(id) => id,
+        None => {
             let g = index as i64 + 1;
-            if let Some(v) = other {
-                res.put(join(p, "step_id"), v);
+            if let Some(v) = s.step_id {
+                res.put(join(&sp(), "step_id"), v);
             }
             ctx.diag(
                 Diagnostic::GENERATED_ID,
-                at(&format!("{rel}/step_id")),
+                rel("/step_id"),
                 format!("missing or non-integer step_id; using {g}"),
             );
             g
         }
     };
-    let src = match o.remove("source") {
-        Some(Value::String(s)) if !s.is_empty() => s,
+    let src = match s.source {
+        Some(Value::String(src)) if !src.is_empty() => src,
         other => {
             if let Some(v) = other {
-                res.put(join(p, "source"), v);
+                res.put(join(&sp(), "source"), v);
             }
             ctx.diag(
                 Diagnostic::LENIENT_VALUE,
-                at(&format!("{rel}/source")),
+                rel("/source"),
                 "missing step source; using `unknown`",
             );
             "unknown".into()
         }
     };
-    let msg = o.remove("message").unwrap_or(Value::Null);
-    let mut turn = Turn::new(id, src, msg);
-    turn.ts = o.remove("timestamp").filter(|v| !v.is_null());
+    let mut turn = Turn::new(id, src, s.message.unwrap_or(Value::Null));
+    turn.ts = non_null(s.timestamp);
     if let Some(ts) = &turn.ts {
         if super::storyline::parse_timestamp(ts).is_none() {
             ctx.diag(
                 Diagnostic::LENIENT_VALUE,
-                at(&format!("{rel}/timestamp")),
+                rel("/timestamp"),
                 format!("timestamp {ts} is not RFC 3339; kept as text"),
             );
         }
     }
-    turn.model = take_str(&mut o, "model_name", res, p);
-    turn.effort = o.remove("reasoning_effort").filter(|v| !v.is_null());
-    turn.reason = take_str(&mut o, "reasoning_content", res, p);
+    turn.model = string(s.model_name, res, &sp(), "model_name");
+    turn.effort = non_null(s.reasoning_effort);
+    turn.reason = string(s.reasoning_content, res, &sp(), "reasoning_content");
     if turn.reason.is_none() {
         // Other spellings seen in the wild; the original key stays in the residual.
-        for alias in ["reasoning", "thinking"] {
-            if let Some(Value::String(r)) = o.get(alias) {
-                turn.reason = Some(r.clone());
-                break;
-            }
-        }
+        turn.reason = s.rest.iter().find_map(|(k, v)| match (k.as_str(), v) {
+            ("reasoning" | "thinking", Value::String(r)) => Some(r.clone()),
+            _ => None,
+        });
     }
-    let mut step_calls = HashSet::new();
-    match o.remove("tool_calls") {
-        Some(Value::Array(calls)) => {
-            let mut out = Vec::with_capacity(calls.len());
-            for (c, call) in calls.into_iter().enumerate() {
-                let cp = format!("{p}/tool_calls/{c}");
-                let crel = format!("{rel}/tool_calls/{c}");
-                let Value::Object(mut co) = call else {
-                    return Err(ctx.schema(at(&crel), "a tool call must be a JSON object"));
-                };
-                let tcid =
-                    match take_str(&mut co, "tool_call_id", res, &cp).filter(|s| !s.is_empty()) {
-                        Some(t) => t,
-                        None => {
-                            let g = format!("step-{id}-tool-{c}");
-                            ctx.diag(
-                                Diagnostic::GENERATED_ID,
-                                at(&format!("{crel}/tool_call_id")),
-                                format!("missing tool_call_id; using `{g}`"),
-                            );
-                            g
-                        }
-                    };
-                if !seen_calls.insert(tcid.clone()) {
+    let mut step_calls: HashSet<&str> = HashSet::new();
+    if let Some(calls) = s.tool_calls {
+        let mut out = Vec::with_capacity(calls.len());
+        for (c, call) in calls.into_iter().enumerate() {
+            let cp = || format!("{}/tool_calls/{c}", sp());
+            let tcid = match string(call.tool_call_id, res, &cp(), "tool_call_id")
+                .filter(|s| !s.is_empty())
+            {
+                Some(t) => t,
+                None => {
+                    let g = format!("step-{id}-tool-{c}");
                     ctx.diag(
-                        Diagnostic::DUPLICATE_TOOL_CALL_ID,
-                        at(&format!("{crel}/tool_call_id")),
-                        format!("tool_call_id `{tcid}` is used more than once in this trajectory"),
+                        Diagnostic::GENERATED_ID,
+                        rel(&format!("/tool_calls/{c}/tool_call_id")),
+                        format!("missing tool_call_id; using `{g}`"),
                     );
+                    g
                 }
-                step_calls.insert(tcid.clone());
-                let func = take_str(&mut co, "function_name", res, &cp).unwrap_or_default();
-                let args = co.remove("arguments").unwrap_or(Value::Null);
-                let extra = co.remove("extra");
-                let duration_ms = extra
-                    .as_ref()
-                    .and_then(|e| e.get("duration_ms"))
-                    .and_then(Value::as_i64);
-                let result = co.remove("result");
-                res.rest(&cp, co);
-                out.push(ToolCall {
-                    tcid,
-                    func,
-                    args,
-                    result,
-                    duration_ms,
-                    extra,
-                    kind: None,
-                    response: None,
-                });
+            };
+            if !seen_calls.insert(tcid.clone()) {
+                ctx.diag(
+                    Diagnostic::DUPLICATE_TOOL_CALL_ID,
+                    rel(&format!("/tool_calls/{c}/tool_call_id")),
+                    format!("tool_call_id `{tcid}` is used more than once in this trajectory"),
+                );
             }
-            turn.tool_calls = Some(out);
+            let func = match string(call.function_name, res, &cp(), "function_name")
+                .filter(|f| !f.is_empty())
+            {
+                Some(f) => f,
+                None => {
+                    ctx.diag(
+                        Diagnostic::LENIENT_VALUE,
+                        rel(&format!("/tool_calls/{c}/function_name")),
+                        "missing function_name; using `unknown`",
+                    );
+                    "unknown".into()
+                }
+            };
+            let duration_ms = call
+                .extra
+                .as_ref()
+                .and_then(|e| e.get("duration_ms"))
+                .and_then(Value::as_i64);
+            for (k, v) in call.rest {
+                res.put(join(&cp(), &k), v);
+            }
+            out.push(ToolCall {
+                tcid,
+                func,
+                args: call.arguments.unwrap_or(Value::Null),
+                result: call.result,
+                duration_ms,
+                extra: call.extra,
+                kind: None,
+                response: None,
+            });
         }
-        Some(Value::Null) | None => {}
-        Some(other) => res.put(join(p, "tool_calls"), other),
+        turn.tool_calls = Some(out);
     }
-    if let Some(obs) = o.remove("observation") {
+    if let Some(calls) = &turn.tool_calls {
+        step_calls.extend(calls.iter().map(|c| c.tcid.as_str()));
+    }
+    if let Some(obs) = non_null(s.observation) {
         if let Some(results) = obs.get("results").and_then(Value::as_array) {
             for (k, r) in results.iter().enumerate() {
                 let scid = r.get("source_call_id").and_then(Value::as_str);
@@ -469,7 +452,7 @@ fn convert_step(
                     if !step_calls.contains(c) {
                         ctx.diag(
                             Diagnostic::ORPHAN_RESULT,
-                            at(&format!("{rel}/observation/results/{k}/source_call_id")),
+                            rel(&format!("/observation/results/{k}/source_call_id")),
                             format!(
                                 "result names tool call `{c}`, which is not a call of this step"
                             ),
@@ -487,7 +470,7 @@ fn convert_step(
         }
         turn.observation = Some(obs);
     }
-    if let Some(m) = o.remove("metrics") {
+    if let Some(m) = s.metrics {
         if let Some(mo) = m.as_object() {
             turn.latency_ms = ["latency_ms", "elapsed_ms", "duration_ms"]
                 .iter()
@@ -496,19 +479,24 @@ fn convert_step(
         }
         turn.metrics = Some(m);
     }
-    turn.extra = o.remove("extra");
-    match o.remove("llm_call_count") {
+    turn.extra = s.extra;
+    match s.llm_call_count {
         Some(v) if as_i64(&v).is_some() => turn.nllm = as_i64(&v),
         Some(Value::Null) | None => {}
-        Some(v) => res.put(join(p, "llm_call_count"), v),
+        Some(v) => res.put(join(&sp(), "llm_call_count"), v),
     }
-    match o.remove("is_copied_context") {
+    match s.is_copied_context {
         Some(Value::Bool(b)) => turn.copied = Some(b),
         Some(Value::Null) | None => {}
-        Some(v) => res.put(join(p, "is_copied_context"), v),
+        Some(v) => res.put(join(&sp(), "is_copied_context"), v),
     }
-    res.rest(p, o);
-    Ok(turn)
+    if !s.rest.is_empty() {
+        let p = sp();
+        for (k, v) in s.rest {
+            res.put(join(&p, &k), v);
+        }
+    }
+    turn
 }
 
 /// A short name for a JSON value's type.
