@@ -46,6 +46,8 @@ pub enum Role {
     Source,
     /// The entry belongs to a store Source.
     Member,
+    /// A directory that was walked for Sources.
+    Directory,
     /// The entry was looked at and is not part of any Source.
     Skipped,
 }
@@ -200,9 +202,9 @@ pub fn discover(
                         path: rel_s.clone(),
                         entry_type: "dir",
                         size: None,
-                        role: Role::Skipped,
+                        role: Role::Directory,
                         source_path: None,
-                        reason: Some("directory (walked)".into()),
+                        reason: None,
                     });
                 }
                 subdirs.push((abs, rel));
@@ -332,6 +334,7 @@ fn sniff_message(e: &formats::FormatError) -> String {
         formats::FormatError::NonFinite { .. } => {
             "non-finite number (NaN/Infinity) is not valid JSON".into()
         }
+        formats::FormatError::TooDeep { .. } => "JSON nested too deeply (limit 128 levels)".into(),
         other => other.to_string(),
     }
 }

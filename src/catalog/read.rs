@@ -133,10 +133,10 @@ pub fn read_source(
     match after_path {
         Ok(p) if p != src.snapshot_ref => return Err(changed(&p)),
         Err(_) => {
-            return Err(changed(&SnapshotRef::File {
-                size: 0,
-                mtime_ns: 0,
-                ino: 0,
+            return Err(ReadFailure::Fatal(CatalogError::ChangedDuringRead {
+                source_path: src.source_path.clone(),
+                before: src.snapshot_ref.to_string(),
+                after: "deleted".into(),
             }))
         }
         _ => {}

@@ -28,7 +28,7 @@ pub fn probe_store(dir: &Path, rel: &str) -> Option<Source> {
                     tables: Vec::new(),
                 },
                 SourceStatus::Error,
-                Some(StatusReason::new(e.code(), e.to_string())),
+                Some(StatusReason::new(e.code(), e.detail())),
             ),
         };
         return Some(store_source(

@@ -192,7 +192,11 @@ pub fn run_with_args<I: IntoIterator<Item = OsString>>(args: I) -> ExitStatus {
         Ok(s) => s,
         Err(e) => {
             let err = Error::from(e);
-            out::report_error(&err, false);
+            let json = settings::json_requested(
+                &cli,
+                std::io::IsTerminal::is_terminal(&std::io::stdout()),
+            );
+            out::report_error(&err, json);
             return ExitStatus::Error;
         }
     };

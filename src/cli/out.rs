@@ -114,8 +114,11 @@ impl Out {
 
 /// Print an error with its code to stderr, and as JSON on stdout in JSON mode.
 pub fn report_error(err: &Error, json: bool) {
-    let color = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none();
+    let no_color = std::env::var("NO_COLOR").ok();
+    let color = super::settings::color_enabled(
+        std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        no_color.as_deref(),
+    );
     let label = if color {
         "\x1b[31merror\x1b[0m"
     } else {

@@ -246,12 +246,8 @@ impl Settings {
                                 reason: "empty path".into(),
                             });
                         }
-                        match DatasetUri::parse(d, &env.cwd) {
-                            Ok(DatasetUri::Local(p)) => Ok(p),
-                            Err(e) => Err(SettingsError::InvalidValue {
-                                flag: "DIRECTORY",
-                                reason: e.to_string(),
-                            }),
+                        match DatasetUri::parse(d, &env.cwd)? {
+                            DatasetUri::Local(p) => Ok(p),
                         }
                     })
                     .transpose()?;
@@ -290,15 +286,35 @@ impl Settings {
             OutputFormatArg::Auto if env.stdout_tty => OutputFormat::Table,
             OutputFormatArg::Auto => OutputFormat::Json,
         };
-        let no_color = env.var("NO_COLOR").is_some();
         Ok(Settings {
             command,
             format,
             quiet: cli.global.quiet,
-            color: env.stderr_tty && !no_color,
+            color: color_enabled(env.stderr_tty, env.var("NO_COLOR")),
             progress: env.stderr_tty && !cli.global.quiet,
             settings_path,
         })
+    }
+}
+
+/// Colour on stderr: only on a terminal, and never when `NO_COLOR` is set to
+/// a non-empty value (see no-color.org).
+pub fn color_enabled(stderr_tty: bool, no_color: Option<&str>) -> bool {
+    stderr_tty && no_color.is_none_or(str::is_empty)
+}
+
+/// Whether the result (and so an error object) will be JSON, decided from
+/// the raw arguments; used to report errors raised while resolving.
+pub fn json_requested(cli: &Cli, stdout_tty: bool) -> bool {
+    let format = match &cli.command {
+        Command::Default(a) => a.output.format,
+        Command::Ls(a) => a.output.format,
+        Command::Status(a) => a.output.format,
+    };
+    match format {
+        OutputFormatArg::Json => true,
+        OutputFormatArg::Table => false,
+        OutputFormatArg::Auto => !stdout_tty,
     }
 }
 

@@ -283,21 +283,60 @@ fn convert_steps(
         turn.reason = nonempty_str(ac.remove("reasoning_content").as_ref());
         let ac_calls = match ac.remove("tool_calls") {
             Some(Value::Array(c)) => c,
-            _ => Vec::new(),
+            Some(Value::Null) | None => Vec::new(),
+            Some(other) => {
+                res.put(format!("{sp}/assistant_content/tool_calls"), other);
+                Vec::new()
+            }
         };
-        res.rest(&format!("{sp}/assistant_content"), ac);
         let tools = match o.remove("tools") {
             Some(Value::Array(c)) => c,
-            _ => Vec::new(),
+            Some(Value::Null) | None => Vec::new(),
+            Some(other) => {
+                res.put(format!("{sp}/tools"), other);
+                Vec::new()
+            }
         };
-        let raw_calls = if tools.is_empty() { ac_calls } else { tools };
+        // `tools` is authoritative; a differing `assistant_content.tool_calls`
+        // is kept as residual rather than dropped.
+        let raw_calls = if tools.is_empty() {
+            ac_calls
+        } else {
+            if !ac_calls.is_empty() && ac_calls != tools {
+                ctx.diag(
+                    Diagnostic::LENIENT_VALUE,
+                    format!("{at} {sp}/assistant_content/tool_calls"),
+                    "differs from `tools`; `tools` is used and the other kept as residual",
+                );
+                ac.insert("tool_calls".into(), Value::Array(ac_calls));
+            }
+            tools
+        };
+        res.rest(&format!("{sp}/assistant_content"), ac);
         let mut calls = Vec::new();
         let mut step_ids = HashSet::new();
         for (c, call) in raw_calls.into_iter().enumerate() {
             let Value::Object(mut co) = call else {
+                ctx.diag(
+                    Diagnostic::LENIENT_VALUE,
+                    format!("{at} {sp}/tools/{c}"),
+                    "a tool entry that is not an object is kept as residual",
+                );
+                res.put(format!("{sp}/tools/{c}"), call);
                 continue;
             };
-            let tcid = nonempty_str(co.get("id")).unwrap_or_else(|| format!("step-{id}-tool-{c}"));
+            let tcid = match nonempty_str(co.get("id")) {
+                Some(t) => t,
+                None => {
+                    let g = format!("step-{id}-tool-{c}");
+                    ctx.diag(
+                        Diagnostic::GENERATED_ID,
+                        format!("{at} {sp}/tools/{c}/id"),
+                        format!("tool call without id; using `{g}`"),
+                    );
+                    g
+                }
+            };
             if !step_ids.insert(tcid.clone()) || !all_calls.insert(tcid.clone()) {
                 ctx.diag(
                     Diagnostic::DUPLICATE_TOOL_CALL_ID,

@@ -149,6 +149,17 @@ impl FormatError {
         }
     }
 
+    /// The message without the leading Source path (for places that show
+    /// the path in a column of its own).
+    pub fn detail(&self) -> String {
+        let full = self.to_string();
+        let path = self.source_path().unwrap_or("");
+        match full.strip_prefix(path) {
+            Some(rest) if !path.is_empty() => rest.trim_start_matches(':').trim_start().to_string(),
+            _ => full,
+        }
+    }
+
     /// The Source concerned.
     pub fn source_path(&self) -> Option<&str> {
         match self {

@@ -82,18 +82,19 @@ where
             if bytes.len() as u64 > max_document_bytes {
                 return Err(too_large("document".into(), bytes.len() as u64));
             }
-            let mut de = serde_json::Deserializer::from_slice(&bytes);
+            let body = strip_bom(&bytes);
+            let mut de = serde_json::Deserializer::from_slice(body);
             match seed
                 .clone()
                 .deserialize(&mut de)
                 .and_then(|v| de.end().map(|()| v))
             {
-                Ok(v) => f(v, RecordPos { index: 0, line: 1 }),
+                Ok(v) => f(v, RecordPos { index: 0, line: 0 }),
                 // A `.json` file may still hold one document per line.
                 Err(e) if e.to_string().starts_with("trailing characters") => {
-                    for_each_line(&bytes[..], source_path, max_document_bytes, &seed, f)
+                    for_each_line(body, source_path, max_document_bytes, &seed, f)
                 }
-                Err(e) => Err(classify(&e, source_path, Some(&bytes), 0)),
+                Err(e) => Err(classify(&e, source_path, Some(body), 0)),
             }
         }
         Container::Lines => for_each_line(
@@ -105,8 +106,16 @@ where
         ),
         Container::Array => {
             let counter = Rc::new(Cell::new(0u64));
+            let mut inner = BufReader::with_capacity(1 << 16, file);
+            if inner
+                .fill_buf()
+                .map_err(|e| io_error(source_path, &e))?
+                .starts_with(&[0xEF, 0xBB, 0xBF])
+            {
+                inner.consume(3);
+            }
             let limited = LimitedReader {
-                inner: BufReader::with_capacity(1 << 16, file),
+                inner,
                 counter: counter.clone(),
             };
             let mut de = serde_json::Deserializer::from_reader(limited);
@@ -171,12 +180,17 @@ where
         if buf.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let mut de = serde_json::Deserializer::from_slice(&buf);
+        let line = if line_no == 1 {
+            strip_bom(&buf)
+        } else {
+            &buf[..]
+        };
+        let mut de = serde_json::Deserializer::from_slice(line);
         let v = seed
             .clone()
             .deserialize(&mut de)
             .and_then(|v| de.end().map(|()| v))
-            .map_err(|e| classify(&e, source_path, Some(&buf), line_no - 1))?;
+            .map_err(|e| classify(&e, source_path, Some(line), line_no - 1))?;
         f(
             v,
             RecordPos {
@@ -186,6 +200,11 @@ where
         )?;
         index += 1;
     }
+}
+
+/// Drop a leading UTF-8 byte-order mark.
+fn strip_bom(b: &[u8]) -> &[u8] {
+    b.strip_prefix(&[0xEF, 0xBB, 0xBF]).unwrap_or(b)
 }
 
 /// Parse one complete JSON value from bytes. `line_offset` is added to the

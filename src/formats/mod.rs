@@ -151,7 +151,13 @@ pub fn sniff_file(path: &Path) -> std::io::Result<Sniffed> {
     }
     let detected = detect(&shape);
     let invalid = shape.invalid_at.map(|at| {
-        if shape.non_finite {
+        if shape.too_deep {
+            FormatError::TooDeep {
+                source_path: String::new(),
+                line: 0,
+                column: 0,
+            }
+        } else if shape.non_finite {
             FormatError::NonFinite {
                 source_path: String::new(),
                 line: 0,
@@ -383,7 +389,10 @@ pub fn decode_reader<R: std::io::Read>(
                 container,
                 &source_path,
                 opts.max_document_bytes,
-                &mut |v, pos| rows.push(v, pos, ctx),
+                &mut |v, pos| {
+                    check_record_format(format, &Shape::of_value(&v), pos, ctx)?;
+                    rows.push(v, pos, ctx)
+                },
             )?;
             rows.finish(ctx, sink)
         }
@@ -394,7 +403,10 @@ pub fn decode_reader<R: std::io::Read>(
             &source_path,
             opts.max_document_bytes,
             atif::NodeSeed(opts.projection),
-            &mut |v, pos| atif::decode(v, pos, ctx, sink),
+            &mut |v, pos| {
+                check_record_format(SourceFormat::Atif, &v.shape(), pos, ctx)?;
+                atif::decode(v, pos, ctx, sink)
+            },
         ),
         SourceFormat::Actf | SourceFormat::Storyline | SourceFormat::OpenAiMessages => {
             json::for_each_record(
@@ -403,7 +415,10 @@ pub fn decode_reader<R: std::io::Read>(
                 container,
                 &source_path,
                 opts.max_document_bytes,
-                &mut |v, pos| decode_record(format, v, pos, ctx, sink),
+                &mut |v, pos| {
+                    check_record_format(format, &Shape::of_value(&v), pos, ctx)?;
+                    decode_record(format, v, pos, ctx, sink)
+                },
             )
         }
         SourceFormat::StorylineLance => Err(FormatError::NotReadable {
@@ -418,6 +433,26 @@ pub fn decode_reader<R: std::io::Read>(
             source_path,
             what: "unidentified",
         }),
+    }
+}
+
+/// One file holds one format: a record that looks like another format is an
+/// error naming both (records that look like nothing known are left to the
+/// decoder's own checks).
+fn check_record_format(
+    format: SourceFormat,
+    shape: &Shape,
+    pos: json::RecordPos,
+    ctx: &DecodeCtx,
+) -> Result<(), FormatError> {
+    match detect(shape) {
+        Some((found, _)) if found != format => Err(FormatError::MixedFormats {
+            source_path: ctx.source_path.clone(),
+            record: pos.index + 1,
+            expected: format.name(),
+            found: found.name(),
+        }),
+        _ => Ok(()),
     }
 }
 

@@ -65,44 +65,70 @@ fn reasoning_of(m: &Map<String, Value>) -> Option<String> {
 
 /// Map OpenAI `tool_calls` to Storyline calls. Arguments given as a JSON
 /// string are parsed; unparsable strings are kept as strings.
-fn convert_calls(calls: &[Value], step: i64) -> Vec<ToolCall> {
-    calls
-        .iter()
-        .enumerate()
-        .filter_map(|(c, call)| {
-            let o = call.as_object()?;
-            let f = o.get("function").and_then(Value::as_object);
-            let func = f
-                .and_then(|f| f.get("name"))
-                .or_else(|| o.get("name"))
-                .and_then(Value::as_str)?
-                .to_string();
-            let tcid = o
-                .get("id")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .map_or_else(|| format!("step-{step}-tool-{c}"), str::to_string);
-            let raw = f
-                .and_then(|f| f.get("arguments"))
-                .or_else(|| o.get("arguments"))
-                .cloned()
-                .unwrap_or(Value::Null);
-            let args = match raw {
-                Value::String(s) => serde_json::from_str(&s).unwrap_or(Value::String(s)),
-                other => other,
-            };
-            Some(ToolCall {
-                tcid,
-                func,
-                args,
-                result: None,
-                duration_ms: None,
-                extra: None,
-                kind: None,
-                response: None,
-            })
-        })
-        .collect()
+fn convert_calls(calls: &[Value], step: i64, ctx: &mut DecodeCtx, at: &str) -> Vec<ToolCall> {
+    let mut out = Vec::with_capacity(calls.len());
+    for (c, call) in calls.iter().enumerate() {
+        let Some(o) = call.as_object() else {
+            ctx.diag(
+                Diagnostic::LENIENT_VALUE,
+                format!("{at}/tool_calls/{c}"),
+                "a tool call that is not an object was skipped",
+            );
+            continue;
+        };
+        let f = o.get("function").and_then(Value::as_object);
+        let func = match f
+            .and_then(|f| f.get("name"))
+            .or_else(|| o.get("name"))
+            .and_then(Value::as_str)
+        {
+            Some(n) if !n.is_empty() => n.to_string(),
+            _ => {
+                ctx.diag(
+                    Diagnostic::LENIENT_VALUE,
+                    format!("{at}/tool_calls/{c}"),
+                    "tool call without a function name; using `unknown`",
+                );
+                "unknown".to_string()
+            }
+        };
+        let tcid = match o
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        {
+            Some(id) => id.to_string(),
+            None => {
+                let g = format!("step-{step}-tool-{c}");
+                ctx.diag(
+                    Diagnostic::GENERATED_ID,
+                    format!("{at}/tool_calls/{c}/id"),
+                    format!("tool call without id; using `{g}`"),
+                );
+                g
+            }
+        };
+        let raw = f
+            .and_then(|f| f.get("arguments"))
+            .or_else(|| o.get("arguments"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let args = match raw {
+            Value::String(s) => serde_json::from_str(&s).unwrap_or(Value::String(s)),
+            other => other,
+        };
+        out.push(ToolCall {
+            tcid,
+            func,
+            args,
+            result: None,
+            duration_ms: None,
+            extra: None,
+            kind: None,
+            response: None,
+        });
+    }
+    out
 }
 
 fn attach_result(
@@ -124,7 +150,11 @@ fn attach_result(
         .observation
         .get_or_insert_with(|| json!({ "results": [] }));
     if let Some(Value::Array(r)) = obs.get_mut("results") {
-        r.push(json!({ "source_call_id": tcid, "content": content }));
+        if tcid.is_empty() {
+            r.push(json!({ "content": content }));
+        } else {
+            r.push(json!({ "source_call_id": tcid, "content": content }));
+        }
     }
     linked
 }
@@ -186,12 +216,17 @@ pub fn decode_sft(
                 .to_string();
             let content = mo.remove("content").unwrap_or(Value::Null);
             let fallback = doc.turns.len().checked_sub(1);
-            if tcid.is_empty() || !attach_result(&mut doc.turns, &owner, fallback, &tcid, content) {
+            let linked = attach_result(&mut doc.turns, &owner, fallback, &tcid, content.clone());
+            if !linked {
                 ctx.diag(
                     Diagnostic::ORPHAN_RESULT,
                     format!("{at} {mp}"),
                     format!("tool message names no earlier call (`{tcid}`)"),
                 );
+                if fallback.is_none() {
+                    // No turn to carry it: keep it in the residual.
+                    res.put(join(&mp, "content"), content);
+                }
             }
             for k in ["role", "tool_call_id"] {
                 mo.remove(k);
@@ -207,7 +242,7 @@ pub fn decode_sft(
         );
         turn.reason = reasoning_of(&mo);
         if let Some(Value::Array(calls)) = mo.remove("tool_calls") {
-            let c = convert_calls(&calls, id);
+            let c = convert_calls(&calls, id, ctx, &format!("{at} {mp}"));
             for call in &c {
                 if !seen.insert(call.tcid.clone()) {
                     ctx.diag(
@@ -240,6 +275,7 @@ pub fn decode_sft(
 #[derive(Debug, Default)]
 pub struct RowCollector {
     rows: Vec<(usize, Map<String, Value>)>,
+    envelope: Map<String, Value>,
 }
 
 impl RowCollector {
@@ -257,6 +293,7 @@ impl RowCollector {
                         self.push(r, pos, ctx)?;
                     }
                 }
+                self.envelope.extend(o);
                 Ok(())
             }
             Value::Object(o) => {
@@ -307,7 +344,7 @@ impl RowCollector {
                     *r,
                 )
             });
-            let doc = build_session(&sid, rows, ctx)?;
+            let doc = build_session(&sid, rows, &self.envelope, ctx)?;
             sink(doc);
         }
         Ok(())
@@ -376,9 +413,31 @@ fn usable(m: &Map<String, Value>) -> bool {
     content_ok || calls_ok
 }
 
+/// Message keys the row mapping understands; others go to the residual.
+const MESSAGE_KEYS: &[&str] = &[
+    "role",
+    "content",
+    "tool_calls",
+    "tool_call_id",
+    "reasoning_content",
+    "refusal",
+    "name",
+];
+
+fn message_residual(res: &mut Residual, prefix: &str, m: &Value) {
+    if let Some(mo) = m.as_object() {
+        for (k, v) in mo {
+            if !v.is_null() && !MESSAGE_KEYS.contains(&k.as_str()) {
+                res.put(join(prefix, k), v.clone());
+            }
+        }
+    }
+}
+
 fn build_session(
     sid: &str,
     rows: Vec<(usize, Map<String, Value>)>,
+    envelope: &Map<String, Value>,
     ctx: &mut DecodeCtx,
 ) -> Result<Storyline, FormatError> {
     let mut doc = Storyline::new(sid, "openai-import");
@@ -388,11 +447,15 @@ fn build_session(
         document_id: Some(ctx.source_path.clone()),
     });
     let mut res = Residual::default();
+    for (k, v) in envelope {
+        res.put(join("", k), v.clone());
+    }
     let mut owner: HashMap<String, usize> = HashMap::new();
     let mut seen_results: HashSet<String> = HashSet::new();
     let mut seen_calls: HashSet<String> = HashSet::new();
     let mut step_ids = HashSet::new();
     let mut agent_id: Option<String> = None;
+    let mut meta_source: Option<String> = None;
     let mut last_request: Option<Value> = None;
     let mut context_count = 0i64;
     let mut env = Env::default();
@@ -400,7 +463,16 @@ fn build_session(
     for (n, (r, mut row)) in rows.into_iter().enumerate() {
         let rp = format!("/session_steps/{r}");
         let step_id = match row.remove("step_id").and_then(|v| v.as_i64()) {
-            Some(s) => s,
+            // Turn ids are derived as 2 × step_id; keep them far from overflow.
+            Some(s) if (0..=1 << 40).contains(&s) => s,
+            Some(s) => {
+                ctx.diag(
+                    Diagnostic::LENIENT_VALUE,
+                    format!("{rp}/step_id"),
+                    format!("step_id {s} is out of range; using {}", n + 1),
+                );
+                n as i64 + 1
+            }
             None => {
                 ctx.diag(
                     Diagnostic::GENERATED_ID,
@@ -438,7 +510,7 @@ fn build_session(
         let mut env_state = Map::new();
         if let Some(Value::Object(mut mo)) = meta {
             if let Some(Value::String(s)) = mo.remove("source") {
-                agent_id.get_or_insert(s);
+                meta_source.get_or_insert(s);
             }
             if let Some(es) = mo.remove("env_state").map(decode_json_string) {
                 if let Value::Object(es) = es {
@@ -453,7 +525,9 @@ fn build_session(
             res.rest(&format!("{rp}/meta_json"), mo);
         }
         if let Some(Value::String(a)) = row.remove("agent_id") {
-            agent_id = Some(a);
+            if !a.is_empty() {
+                agent_id.get_or_insert(a);
+            }
         }
         let model = row
             .remove("agent_model")
@@ -486,6 +560,12 @@ fn build_session(
         let response = row
             .remove("response")
             .or_else(|| row.remove("response_json").map(decode_json_string));
+        for (i, m) in messages.iter().enumerate() {
+            message_residual(&mut res, &format!("{rp}/messages/{i}"), m);
+        }
+        if let Some(r) = &response {
+            message_residual(&mut res, &format!("{rp}/response"), r);
+        }
         let mut metrics = Map::new();
         for k in ENV_METRICS {
             if let Some(v) = env_state.remove(*k) {
@@ -556,7 +636,7 @@ fn build_session(
                 t.copied = Some(true);
                 if role == "assistant" {
                     if let Some(Value::Array(calls)) = mo.get("tool_calls") {
-                        let c = convert_calls(calls, context_count);
+                        let c = convert_calls(calls, context_count, ctx, &rp);
                         for call in &c {
                             seen_calls.insert(call.tcid.clone());
                             owner.insert(call.tcid.clone(), doc.turns.len());
@@ -649,7 +729,7 @@ fn build_session(
         t.model = model;
         t.ts = created_at;
         if let Some(Value::Array(calls)) = out.get("tool_calls") {
-            let c = convert_calls(calls, t.id);
+            let c = convert_calls(calls, t.id, ctx, &format!("{rp}/response"));
             for call in &c {
                 if !seen_calls.insert(call.tcid.clone()) {
                     ctx.diag(
@@ -698,6 +778,7 @@ fn build_session(
         .find(|t| t.src == "agent")
         .and_then(|t| t.metrics.clone());
     let aid = agent_id
+        .or(meta_source)
         .or_else(|| doc.agent.model.clone())
         .unwrap_or_else(|| "openai-import".into());
     doc.agent = Agent {

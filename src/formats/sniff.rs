@@ -59,16 +59,51 @@ pub struct Shape {
     pub invalid_at: Option<u64>,
     /// True when the bad byte starts `NaN` or `Infinity`.
     pub non_finite: bool,
+    /// True when nesting went past the decoder's limit.
+    pub too_deep: bool,
 }
 
 impl Shape {
+    /// The shape of one parsed record (an object's top-level keys).
+    pub fn of_value(v: &serde_json::Value) -> Shape {
+        use serde_json::Value;
+        let mut shape = Shape {
+            container: Container::Scalar,
+            keys: Vec::new(),
+            record_complete: true,
+            layout_known: true,
+            invalid_at: None,
+            non_finite: false,
+            too_deep: false,
+        };
+        if let Value::Object(o) = v {
+            shape.container = Container::Object;
+            for (k, val) in o {
+                let kind = match val {
+                    Value::Object(_) => ValueKind::Object,
+                    Value::Array(_) => ValueKind::Array,
+                    Value::String(_) => ValueKind::String,
+                    _ => ValueKind::Other,
+                };
+                let text = val.as_str().map(|s| s.chars().take(MAX_TEXT).collect());
+                shape.keys.push(KeyInfo {
+                    key: k.clone(),
+                    kind,
+                    text,
+                });
+            }
+        }
+        shape
+    }
+
     /// The key named `k`, if the first record has it.
     pub fn key(&self, k: &str) -> Option<&KeyInfo> {
         self.keys.iter().find(|x| x.key == k)
     }
 }
 
-const MAX_DEPTH: usize = 256;
+/// The same nesting bound the decoder enforces.
+const MAX_DEPTH: usize = 128;
 const MAX_KEYS: usize = 256;
 const MAX_TEXT: usize = 128;
 
@@ -130,6 +165,7 @@ impl Sniffer {
                 layout_known: false,
                 invalid_at: None,
                 non_finite: false,
+                too_deep: false,
             },
             done: false,
         }
@@ -261,6 +297,7 @@ impl Sniffer {
             return;
         }
         if self.stack.len() >= MAX_DEPTH {
+            self.shape.too_deep = true;
             self.fail();
             return;
         }

@@ -108,3 +108,21 @@ fn broken_pipe_exits_quietly() {
     );
     assert!(!String::from_utf8_lossy(&out.stderr).contains("error"));
 }
+
+#[test]
+fn early_errors_have_json_objects_too() {
+    let env = TestEnv::new();
+    for (args, code) in [
+        (vec!["ls", "s3://k:s@bucket/p"], "PC-CAT-003"),
+        (vec!["status"], "PC-CLI-002"),
+        (vec!["ls", ".", "--max-files", "0"], "PC-CLI-003"),
+        (
+            vec!["default", "http://x/y", "--format", "json"],
+            "PC-CAT-002",
+        ),
+    ] {
+        let out = env.cmd().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(json(&out)["error"]["code"], code, "{args:?}");
+    }
+}

@@ -202,3 +202,40 @@ fn storyline_documents_are_read() {
     assert_eq!(srcs[1]["counts"]["steps"], 2);
     assert_eq!(srcs[1]["counts"]["tool_calls"], 1);
 }
+
+#[test]
+fn mixed_formats_in_one_file_are_refused() {
+    let env = TestEnv::new();
+    let atif = format!("{ATIF_HEAD}[{{\"step_id\":1,\"source\":\"user\",\"message\":\"hi\"}}]}}");
+    let sft = r#"{"messages":[{"role":"user","content":"hi"}]}"#;
+    env.write("d/mixed.jsonl", format!("{atif}\n{sft}\n"));
+    env.write("d/mixed2.jsonl", format!("{sft}\n{atif}\n"));
+    let v = status_of(&env, "d");
+    for s in v["sources"].as_array().unwrap() {
+        assert_eq!(s["status"], "error", "{s}");
+        assert_eq!(s["reason"]["code"], "PC-FMT-012", "{s}");
+    }
+}
+
+#[test]
+fn byte_order_mark_is_accepted() {
+    let env = TestEnv::new();
+    env.write(
+        "d/bom.json",
+        format!("\u{feff}{ATIF_HEAD}[{{\"step_id\":1,\"source\":\"user\",\"message\":\"hi\"}}]}}"),
+    );
+    let v = status_of(&env, "d");
+    assert_eq!(v["sources"][0]["status"], "ready", "{}", v["sources"][0]);
+    assert_eq!(v["sources"][0]["counts"]["steps"], 1);
+}
+
+#[test]
+fn openai_rows_with_huge_step_ids_do_not_crash() {
+    let env = TestEnv::new();
+    env.write(
+        "d/rows.json",
+        format!(r#"[{{"session_id":"s","step_id":{},"messages":[{{"role":"user","content":"hi"}}],"response":{{"role":"assistant","content":"yo"}}}}]"#, i64::MAX),
+    );
+    let v = status_of(&env, "d");
+    assert_eq!(v["sources"][0]["counts"]["steps"], 2, "{}", v["sources"][0]);
+}

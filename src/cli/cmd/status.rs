@@ -20,6 +20,8 @@ struct Report<'a> {
     status: SourceStatus,
     reason: Option<StatusReason>,
     read: SourceRead,
+    /// False when the Source's contents were not counted (stores).
+    counted: bool,
 }
 
 pub fn run(
@@ -55,6 +57,9 @@ pub fn run(
         reports.push(r?);
     }
     report_snapshot(out, &snap.snapshot_id);
+    for (p, e) in &snap.discovery_errors {
+        out.warn("PC-CAT-009", &format!("cannot read `{p}`: {e}"));
+    }
     if read.strict {
         if let Some(r) = reports.iter().find(|r| r.status != SourceStatus::Ready) {
             let reason = r
@@ -109,7 +114,11 @@ pub fn run(
                 let mut v = source_json(r.source);
                 v["status"] = json!(r.status.name());
                 v["reason"] = json!(r.reason);
-                v["counts"] = json!(r.read.counts);
+                v["counts"] = if r.counted {
+                    json!(r.read.counts)
+                } else {
+                    json!(null)
+                };
                 v["generated_ids"] = json!(r.read.generated_ids);
                 v["diagnostics"] = json!(r.read.diagnostics);
                 v
@@ -146,14 +155,21 @@ pub fn run(
         t.limit(7, 100);
         for r in &reports {
             let c = &r.read.counts;
+            let n = |x: u64| {
+                if r.counted {
+                    x.to_string()
+                } else {
+                    "—".to_string()
+                }
+            };
             t.row(vec![
                 r.source.source_path.clone(),
                 r.source.format.name().to_string(),
                 r.status.name().to_string(),
-                c.runs.to_string(),
-                c.trajectories.to_string(),
-                c.steps.to_string(),
-                c.tool_calls.to_string(),
+                n(c.runs),
+                n(c.trajectories),
+                n(c.steps),
+                n(c.tool_calls),
                 r.reason
                     .as_ref()
                     .map(|x| format!("[{}] {}", x.code, x.message))
@@ -176,12 +192,17 @@ pub fn run(
 fn report(s: &Source, opts: DecodeOptions) -> Result<Report<'_>, CatalogError> {
     // Sources that failed sniffing are decoded again when their format is
     // known, for a precise error position.
-    if s.status == SourceStatus::Error && s.format == crate::formats::SourceFormat::Unknown {
+    let unread = (s.status == SourceStatus::Error
+        && s.format == crate::formats::SourceFormat::Unknown)
+        || s.kind == crate::catalog::SourceKind::Store;
+    if unread {
+        // Stores are pinned and listed; their tables are not decoded here.
         return Ok(Report {
             source: s,
             status: s.status,
             reason: s.reason.clone(),
             read: SourceRead::default(),
+            counted: false,
         });
     }
     match read_source(s, opts, &mut |_| {}) {
@@ -210,14 +231,16 @@ fn report(s: &Source, opts: DecodeOptions) -> Result<Report<'_>, CatalogError> {
                 status,
                 reason,
                 read,
+                counted: true,
             })
         }
         Err(ReadFailure::Fatal(e)) => Err(e),
         Err(ReadFailure::Source(e)) => Ok(Report {
             source: s,
             status: SourceStatus::Error,
-            reason: Some(StatusReason::new(e.code(), e.to_string())),
+            reason: Some(StatusReason::new(e.code(), e.detail())),
             read: SourceRead::default(),
+            counted: true,
         }),
     }
 }

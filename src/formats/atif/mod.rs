@@ -195,14 +195,7 @@ fn convert_node(
     doc.final_metrics = raw.final_metrics;
     doc.extra = raw.extra;
 
-    let doc_key = doc.document_id().to_string();
-    if !ids.insert(doc_key.clone()) {
-        ctx.diag(
-            Diagnostic::DUPLICATE_ID,
-            at("/trajectory_id"),
-            format!("trajectory id `{doc_key}` appears twice in one document tree"),
-        );
-    }
+    ids.insert(doc.document_id().to_string());
 
     // Links from observation refs to the spawning call and step.
     let mut spawn: HashMap<String, (Option<String>, i64)> = HashMap::new();

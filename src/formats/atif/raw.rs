@@ -70,6 +70,54 @@ pub struct RawCall {
     pub rest: Vec<(String, Value)>,
 }
 
+impl RawNode {
+    /// The record's top-level keys, for format checks.
+    pub fn shape(&self) -> crate::formats::Shape {
+        use crate::formats::sniff::{Container, KeyInfo, ValueKind};
+        let mut keys = Vec::new();
+        let mut add = |k: &str, kind: ValueKind, text: Option<String>| {
+            keys.push(KeyInfo {
+                key: k.to_string(),
+                kind,
+                text,
+            })
+        };
+        if let Some(v) = &self.schema_version {
+            add(
+                "schema_version",
+                ValueKind::String,
+                v.as_str().map(str::to_string),
+            );
+        }
+        if self.steps.is_some() {
+            add("steps", ValueKind::Array, None);
+        }
+        if let Some(Value::Object(_)) = &self.agent {
+            add("agent", ValueKind::Object, None);
+        }
+        if self.session_id.is_some() {
+            add("session_id", ValueKind::String, None);
+        }
+        for (k, v) in &self.rest {
+            let kind = match v {
+                Value::Object(_) => ValueKind::Object,
+                Value::Array(_) => ValueKind::Array,
+                _ => ValueKind::Other,
+            };
+            add(k, kind, None);
+        }
+        crate::formats::Shape {
+            container: Container::Object,
+            keys,
+            record_complete: true,
+            layout_known: true,
+            invalid_at: None,
+            non_finite: false,
+            too_deep: false,
+        }
+    }
+}
+
 /// Reads one root [`RawNode`].
 #[derive(Debug, Clone, Copy)]
 pub struct NodeSeed(pub Projection);
@@ -80,6 +128,50 @@ fn value<'de, A: MapAccess<'de>>(map: &mut A) -> Result<Option<Value>, A::Error>
 
 fn skip<'de, A: MapAccess<'de>>(map: &mut A) -> Result<(), A::Error> {
     map.next_value_seed(Skip)
+}
+
+/// Skips a value like [`Skip`] but returns an empty value of the same JSON
+/// type (so format checks can see what kind of value a key held).
+#[derive(Debug, Clone, Copy)]
+struct Placeholder;
+
+impl<'de> DeserializeSeed<'de> for Placeholder {
+    type Value = Value;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Placeholder {
+    type Value = Value;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
+        Skip.visit_map(map)
+            .map(|()| Value::Object(serde_json::Map::new()))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Value, A::Error> {
+        Skip.visit_seq(seq).map(|()| Value::Array(Vec::new()))
+    }
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Value, E> {
+        Ok(Value::String(String::new()))
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
 }
 
 /// Skips a value without materialising it, but still validates it the way a
@@ -206,6 +298,11 @@ impl<'de> Visitor<'de> for NodeSeed {
                 }
                 Key::Known("extra") if full => n.extra = value(&mut map)?,
                 Key::Other(k) if full => n.rest.push((k, map.next_value()?)),
+                // Skeleton reads keep unknown key names for format checks.
+                Key::Other(k) => {
+                    let placeholder = map.next_value_seed(Placeholder)?;
+                    n.rest.push((k, placeholder));
+                }
                 _ => skip(&mut map)?,
             }
         }
