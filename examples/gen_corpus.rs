@@ -168,7 +168,7 @@ fn sentence(rng: &mut Rng, words: usize) -> String {
     let mut s = String::new();
     for i in 0..words {
         if zh {
-            let w: &str = *rng.pick(ZH);
+            let w: &&str = rng.pick(ZH);
             s.push_str(w);
             if rng.chance(15) {
                 s.push('，');
@@ -177,7 +177,7 @@ fn sentence(rng: &mut Rng, words: usize) -> String {
             if i > 0 {
                 s.push(' ');
             }
-            let w: &str = *rng.pick(EN);
+            let w: &&str = rng.pick(EN);
             s.push_str(w);
         }
     }

@@ -21,7 +21,7 @@ fn decode_all() -> Vec<(String, Vec<Storyline>)> {
             assert_eq!(s.status, SourceStatus::Ready, "{}", s.source_path);
             let mut docs = Vec::new();
             let read = read_source(s, DecodeOptions::full(1 << 28), &mut |d| {
-                docs.push(d.clone())
+                docs.push(d.clone());
             })
             .unwrap_or_else(|e| panic!("{}: {e:?}", s.source_path));
             let degrading: Vec<_> = read.diagnostics.iter().filter(|d| d.degrades()).collect();

@@ -292,7 +292,7 @@ pub fn discover(
             ),
             Ok(s) => match (s.format, s.invalid) {
                 (Some(f), None) => {
-                    push_source(&mut out, f, Some(s.container), SourceStatus::Ready, None)
+                    push_source(&mut out, f, Some(s.container), SourceStatus::Ready, None);
                 }
                 (f, Some(err)) => push_source(
                     &mut out,

@@ -353,16 +353,15 @@ fn read_settings(
             reason: "must be > 0".into(),
         });
     }
-    let dataset = match &a.dataset {
-        Some(uri) => DatasetUri::parse(uri, &env.cwd)?,
-        None => {
-            let user = match settings_path {
-                Some(p) => UserSettings::load(p)?,
-                None => UserSettings::default(),
-            };
-            let w = user.default_warehouse.ok_or(SettingsError::NoDataset)?;
-            DatasetUri::local(Path::new(&w), &env.cwd)
-        }
+    let dataset = if let Some(uri) = &a.dataset {
+        DatasetUri::parse(uri, &env.cwd)?
+    } else {
+        let user = match settings_path {
+            Some(p) => UserSettings::load(p)?,
+            None => UserSettings::default(),
+        };
+        let w = user.default_warehouse.ok_or(SettingsError::NoDataset)?;
+        DatasetUri::local(Path::new(&w), &env.cwd)
     };
     Ok(ReadSettings {
         dataset,

@@ -244,16 +244,15 @@ fn convert_steps(
         let Value::Object(mut o) = s else {
             return Err(ctx.schema(format!("{at} {sp}"), "a step must be an object"));
         };
-        let id = match o.remove("step_id").and_then(|v| v.as_i64()) {
-            Some(id) => id,
-            None => {
-                ctx.diag(
-                    Diagnostic::GENERATED_ID,
-                    format!("{at} {sp}/step_id"),
-                    format!("missing step_id; using {}", i + 1),
-                );
-                i as i64 + 1
-            }
+        let id = if let Some(id) = o.remove("step_id").and_then(|v| v.as_i64()) {
+            id
+        } else {
+            ctx.diag(
+                Diagnostic::GENERATED_ID,
+                format!("{at} {sp}/step_id"),
+                format!("missing step_id; using {}", i + 1),
+            );
+            i as i64 + 1
         };
         if prev.is_some_and(|p| id <= p) && !order_reported {
             ctx.diag(
@@ -325,17 +324,16 @@ fn convert_steps(
                 res.put(format!("{sp}/tools/{c}"), call);
                 continue;
             };
-            let tcid = match nonempty_str(co.get("id")) {
-                Some(t) => t,
-                None => {
-                    let g = format!("step-{id}-tool-{c}");
-                    ctx.diag(
-                        Diagnostic::GENERATED_ID,
-                        format!("{at} {sp}/tools/{c}/id"),
-                        format!("tool call without id; using `{g}`"),
-                    );
-                    g
-                }
+            let tcid = if let Some(t) = nonempty_str(co.get("id")) {
+                t
+            } else {
+                let g = format!("step-{id}-tool-{c}");
+                ctx.diag(
+                    Diagnostic::GENERATED_ID,
+                    format!("{at} {sp}/tools/{c}/id"),
+                    format!("tool call without id; using `{g}`"),
+                );
+                g
             };
             if !step_ids.insert(tcid.clone()) || !all_calls.insert(tcid.clone()) {
                 ctx.diag(
@@ -459,7 +457,7 @@ fn convert_steps(
                 turn.prompt = Some(Prompt {
                     system: Some(pair.0),
                     user: Some(pair.1),
-                })
+                });
             }
         }
         res.rest(&sp, o);

@@ -92,21 +92,20 @@ fn convert_calls(calls: &[Value], step: i64, ctx: &mut DecodeCtx, at: &str) -> V
                 "unknown".to_string()
             }
         };
-        let tcid = match o
+        let tcid = if let Some(id) = o
             .get("id")
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
         {
-            Some(id) => id.to_string(),
-            None => {
-                let g = format!("step-{step}-tool-{c}");
-                ctx.diag(
-                    Diagnostic::GENERATED_ID,
-                    format!("{at}/tool_calls/{c}/id"),
-                    format!("tool call without id; using `{g}`"),
-                );
-                g
-            }
+            id.to_string()
+        } else {
+            let g = format!("step-{step}-tool-{c}");
+            ctx.diag(
+                Diagnostic::GENERATED_ID,
+                format!("{at}/tool_calls/{c}/id"),
+                format!("tool call without id; using `{g}`"),
+            );
+            g
         };
         let raw = f
             .and_then(|f| f.get("arguments"))

@@ -265,11 +265,7 @@ impl Sniffer {
                 self.begin_value_or_key(ValueKind::String);
                 self.lex = Lex::Str { escape: false };
             }
-            b':' => {
-                if !self.at_record_object() {
-                    return;
-                }
-            }
+            b':' => {}
             b',' => {
                 if self.at_record_object() {
                     self.expect_key = true;

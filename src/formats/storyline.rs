@@ -146,10 +146,7 @@ mod tests {
             parse_timestamp(&json!("1970-01-01T00:00:01Z")),
             Some(1_000_000_000)
         );
-        assert_eq!(
-            parse_timestamp(&json!("2026-08-01 00:00:00+00:00")).is_some(),
-            true
-        );
+        assert!(parse_timestamp(&json!("2026-08-01 00:00:00+00:00")).is_some());
         assert_eq!(parse_timestamp(&json!(1.25)), Some(1_250_000_000));
         assert_eq!(parse_timestamp(&json!("yesterday")), None);
         assert_eq!(format_rfc3339(1_250_000_000), "1970-01-01T00:00:01.250Z");

@@ -15,26 +15,23 @@ pub fn run(settings: &Settings, set: Option<&Path>, out: &mut Out) -> Result<Exi
         .ok_or(SettingsError::NoSettingsLocation)?;
     let mut user = UserSettings::load(path)?;
     let Some(dir) = set else {
-        return match &user.default_warehouse {
-            Some(w) => {
-                if out.json() {
-                    out.write_json(
-                        &serde_json::json!({ "default_warehouse": w, "settings_file": path }),
-                    )?;
-                } else {
-                    out.write_text(&format!("{w}\n"))?;
-                }
-                Ok(ExitStatus::Success)
+        return if let Some(w) = &user.default_warehouse {
+            if out.json() {
+                out.write_json(
+                    &serde_json::json!({ "default_warehouse": w, "settings_file": path }),
+                )?;
+            } else {
+                out.write_text(&format!("{w}\n"))?;
             }
-            None => {
-                if out.json() {
-                    out.write_json(
-                        &serde_json::json!({ "default_warehouse": null, "settings_file": path }),
-                    )?;
-                }
-                out.info("no default Warehouse is set; set one with `pchronicle default DIR`");
-                Ok(ExitStatus::NothingFound)
+            Ok(ExitStatus::Success)
+        } else {
+            if out.json() {
+                out.write_json(
+                    &serde_json::json!({ "default_warehouse": null, "settings_file": path }),
+                )?;
             }
+            out.info("no default Warehouse is set; set one with `pchronicle default DIR`");
+            Ok(ExitStatus::NothingFound)
         };
     };
     match std::fs::metadata(dir) {

@@ -134,21 +134,20 @@ fn convert_node(
     let session_id = string(raw.session_id, &mut res, p, "session_id").filter(|s| !s.is_empty());
     let trajectory_id =
         string(raw.trajectory_id, &mut res, p, "trajectory_id").filter(|s| !s.is_empty());
-    let session = match session_id
+    let session = if let Some(s) = session_id
         .clone()
         .or_else(|| node.inherited_session.clone())
         .or_else(|| trajectory_id.clone())
     {
-        Some(s) => s,
-        None => {
-            let g = format!("generated-{}", node.pos.index + 1);
-            ctx.diag(
-                Diagnostic::GENERATED_ID,
-                at("/session_id"),
-                format!("no session_id or trajectory_id; using `{g}`"),
-            );
-            g
-        }
+        s
+    } else {
+        let g = format!("generated-{}", node.pos.index + 1);
+        ctx.diag(
+            Diagnostic::GENERATED_ID,
+            at("/session_id"),
+            format!("no session_id or trajectory_id; using `{g}`"),
+        );
+        g
     };
     let run = node.run.clone().or_else(|| session_id.clone());
 
@@ -233,23 +232,22 @@ fn convert_node(
     let slot = out.len();
     out.push((doc, res));
     for (i, mut child) in raw.subagents.unwrap_or_default().into_iter().enumerate() {
-        let tid = match child
+        let tid = if let Some(t) = child
             .trajectory_id
             .as_ref()
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
         {
-            Some(t) => t.to_string(),
-            None => {
-                let g = format!("{parent_key}/subagent-{}", i + 1);
-                ctx.diag(
-                    Diagnostic::GENERATED_ID,
-                    at(&format!("/subagent_trajectories/{i}/trajectory_id")),
-                    format!("embedded subagent without trajectory_id; using `{g}`"),
-                );
-                child.trajectory_id = Some(Value::String(g.clone()));
-                g
-            }
+            t.to_string()
+        } else {
+            let g = format!("{parent_key}/subagent-{}", i + 1);
+            ctx.diag(
+                Diagnostic::GENERATED_ID,
+                at(&format!("/subagent_trajectories/{i}/trajectory_id")),
+                format!("embedded subagent without trajectory_id; using `{g}`"),
+            );
+            child.trajectory_id = Some(Value::String(g.clone()));
+            g
         };
         let (scid, ptid) = spawn
             .get(&tid)
@@ -287,16 +285,15 @@ fn convert_agent(
     at: &str,
 ) -> Agent {
     let name = string(a.remove("name"), res, p, "name");
-    let id = match name.clone().filter(|n| !n.is_empty()) {
-        Some(n) => n,
-        None => {
-            ctx.diag(
-                Diagnostic::GENERATED_ID,
-                format!("{at}/name"),
-                "agent has no name; using agent id `unknown`",
-            );
-            "unknown".to_string()
-        }
+    let id = if let Some(n) = name.clone().filter(|n| !n.is_empty()) {
+        n
+    } else {
+        ctx.diag(
+            Diagnostic::GENERATED_ID,
+            format!("{at}/name"),
+            "agent has no name; using agent id `unknown`",
+        );
+        "unknown".to_string()
     };
     let agent = Agent {
         id,
@@ -324,20 +321,19 @@ fn convert_step(
     // Pointers are built only when something is reported or kept.
     let sp = || format!("{node_prefix}/steps/{index}");
     let rel = |tail: &str| at(&format!("/steps/{index}{tail}"));
-    let id = match s.step_id.as_ref().and_then(as_i64) {
-        Some(id) => id,
-        None => {
-            let g = index as i64 + 1;
-            if let Some(v) = s.step_id {
-                res.put(join(&sp(), "step_id"), v);
-            }
-            ctx.diag(
-                Diagnostic::GENERATED_ID,
-                rel("/step_id"),
-                format!("missing or non-integer step_id; using {g}"),
-            );
-            g
+    let id = if let Some(id) = s.step_id.as_ref().and_then(as_i64) {
+        id
+    } else {
+        let g = index as i64 + 1;
+        if let Some(v) = s.step_id {
+            res.put(join(&sp(), "step_id"), v);
         }
+        ctx.diag(
+            Diagnostic::GENERATED_ID,
+            rel("/step_id"),
+            format!("missing or non-integer step_id; using {g}"),
+        );
+        g
     };
     let src = match s.source {
         Some(Value::String(src)) if !src.is_empty() => src,
@@ -379,19 +375,18 @@ fn convert_step(
         let mut out = Vec::with_capacity(calls.len());
         for (c, call) in calls.into_iter().enumerate() {
             let cp = || format!("{}/tool_calls/{c}", sp());
-            let tcid = match string(call.tool_call_id, res, &cp(), "tool_call_id")
-                .filter(|s| !s.is_empty())
+            let tcid = if let Some(t) =
+                string(call.tool_call_id, res, &cp(), "tool_call_id").filter(|s| !s.is_empty())
             {
-                Some(t) => t,
-                None => {
-                    let g = format!("step-{id}-tool-{c}");
-                    ctx.diag(
-                        Diagnostic::GENERATED_ID,
-                        rel(&format!("/tool_calls/{c}/tool_call_id")),
-                        format!("missing tool_call_id; using `{g}`"),
-                    );
-                    g
-                }
+                t
+            } else {
+                let g = format!("step-{id}-tool-{c}");
+                ctx.diag(
+                    Diagnostic::GENERATED_ID,
+                    rel(&format!("/tool_calls/{c}/tool_call_id")),
+                    format!("missing tool_call_id; using `{g}`"),
+                );
+                g
             };
             if !seen_calls.insert(tcid.clone()) {
                 ctx.diag(
@@ -400,18 +395,17 @@ fn convert_step(
                     format!("tool_call_id `{tcid}` is used more than once in this trajectory"),
                 );
             }
-            let func = match string(call.function_name, res, &cp(), "function_name")
-                .filter(|f| !f.is_empty())
+            let func = if let Some(f) =
+                string(call.function_name, res, &cp(), "function_name").filter(|f| !f.is_empty())
             {
-                Some(f) => f,
-                None => {
-                    ctx.diag(
-                        Diagnostic::LENIENT_VALUE,
-                        rel(&format!("/tool_calls/{c}/function_name")),
-                        "missing function_name; using `unknown`",
-                    );
-                    "unknown".into()
-                }
+                f
+            } else {
+                ctx.diag(
+                    Diagnostic::LENIENT_VALUE,
+                    rel(&format!("/tool_calls/{c}/function_name")),
+                    "missing function_name; using `unknown`",
+                );
+                "unknown".into()
             };
             let duration_ms = call
                 .extra

@@ -80,7 +80,7 @@ impl RawNode {
                 key: k.to_string(),
                 kind,
                 text,
-            })
+            });
         };
         if let Some(v) = &self.schema_version {
             add(
@@ -286,7 +286,7 @@ impl<'de> Visitor<'de> for NodeSeed {
                 Key::Known("trajectory_id") => n.trajectory_id = value(&mut map)?,
                 Key::Known("agent") => n.agent = value(&mut map)?,
                 Key::Known("steps") => {
-                    n.steps = Some(map.next_value_seed(ListSeed(StepSeed(self.0)))?)
+                    n.steps = Some(map.next_value_seed(ListSeed(StepSeed(self.0)))?);
                 }
                 Key::Known("subagent_trajectories") => {
                     n.subagents = map.next_value_seed(OptionalList(ListSeed(self)))?;
@@ -294,7 +294,7 @@ impl<'de> Visitor<'de> for NodeSeed {
                 Key::Known("notes") if full => n.notes = value(&mut map)?,
                 Key::Known("final_metrics") if full => n.final_metrics = value(&mut map)?,
                 Key::Known("continued_trajectory_ref") => {
-                    n.continued_trajectory_ref = value(&mut map)?
+                    n.continued_trajectory_ref = value(&mut map)?;
                 }
                 Key::Known("extra") if full => n.extra = value(&mut map)?,
                 Key::Other(k) if full => n.rest.push((k, map.next_value()?)),
@@ -352,11 +352,11 @@ impl<'de> Visitor<'de> for StepSeed {
                 Key::Known("source") => s.source = value(&mut map)?,
                 Key::Known("model_name") => s.model_name = value(&mut map)?,
                 Key::Known("tool_calls") => {
-                    s.tool_calls = map.next_value_seed(OptionalList(ListSeed(CallSeed(self.0))))?
+                    s.tool_calls = map.next_value_seed(OptionalList(ListSeed(CallSeed(self.0))))?;
                 }
                 Key::Known("observation") if full => s.observation = value(&mut map)?,
                 Key::Known("observation") => {
-                    s.observation = map.next_value_seed(ObservationLinks)?
+                    s.observation = map.next_value_seed(ObservationLinks)?;
                 }
                 Key::Known("llm_call_count") => s.llm_call_count = value(&mut map)?,
                 Key::Known("is_copied_context") => s.is_copied_context = value(&mut map)?,
