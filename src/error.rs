@@ -19,6 +19,9 @@ pub enum Error {
     /// A trajectory file could not be decoded.
     #[error(transparent)]
     Format(#[from] FormatError),
+    /// SQL planning or execution.
+    #[error(transparent)]
+    Sql(#[from] crate::sql::SqlError),
     /// Settings: flags, environment and the settings file.
     #[error(transparent)]
     Settings(#[from] SettingsError),
@@ -37,6 +40,7 @@ impl Error {
             Error::Catalog(e) => e.code(),
             Error::Format(e) => e.code(),
             Error::Settings(e) => e.code(),
+            Error::Sql(e) => e.code(),
             Error::Output(_) => "PC-IO-001",
             Error::Internal(_) => "PC-INT-001",
         }

@@ -10,9 +10,12 @@
 //! Nothing below `cli` prints; library code returns values and errors.
 
 pub mod catalog;
+pub mod dataset;
 pub mod cli;
 pub mod error;
 pub mod formats;
+pub mod sql;
+pub mod table;
 pub mod util;
 
 pub use error::{Error, Result};

@@ -5,6 +5,7 @@
 
 pub mod cmd;
 pub mod out;
+pub mod render;
 pub mod settings;
 
 use std::ffi::OsString;
@@ -94,6 +95,68 @@ pub enum Command {
     /// Decodes each Source fully and reports runs, trajectories, steps and tool
     /// calls per Source and in total, with problems found (degraded/error).
     Status(StatusArgs),
+    /// Run a read-only SQL query.
+    ///
+    /// Each Dataset is a SQL schema: the positional DATASET (or the default
+    /// Warehouse) is `dataset`, and `--dataset NAME=URI` mounts more. Every
+    /// schema has the relations sources, runs, trajectories, steps,
+    /// tool_calls, events and judgments (see DESCRIBE and
+    /// docs/query-model.md). Only SELECT / VALUES / WITH, DESCRIBE and
+    /// EXPLAIN are accepted.
+    ///
+    /// Examples:
+    ///   pchronicle query ./data "SELECT step_source, count(*) FROM steps GROUP BY 1"
+    ///   pchronicle query --dataset a=./x --dataset b=./y "SELECT count(*) FROM a.runs"
+    Query(QueryArgs),
+}
+
+/// `query [DATASET] SQL`
+#[derive(Debug, Args)]
+#[allow(missing_docs)]
+pub struct QueryArgs {
+    /// [DATASET] then the SQL text (the DATASET may be omitted).
+    #[arg(value_name = "[DATASET] SQL", num_args = 1..=2, required = true)]
+    pub args: Vec<String>,
+    /// Mount another Dataset as a schema: NAME=URI (repeatable).
+    #[arg(long = "dataset", value_name = "NAME=URI")]
+    pub mounts: Vec<String>,
+    /// Output format: table on a terminal and JSON Lines otherwise (auto), or forced.
+    #[arg(long, value_enum, default_value_t = QueryFormatArg::Auto)]
+    pub format: QueryFormatArg,
+    /// Write the result to a new file instead of stdout (`-` is stdout). The
+    /// file must not exist; it appears complete or not at all.
+    #[arg(long, short = 'o', value_name = "PATH")]
+    pub output: Option<String>,
+    /// Fail when the result has more rows than this.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pub max_rows: u64,
+    /// Fail when the rendered result is larger than this many bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub max_output_bytes: u64,
+    /// Fail when the query runs longer than this many seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    pub timeout: f64,
+    /// Largest intermediate state (bytes) one operator may hold.
+    #[arg(long, value_name = "BYTES", default_value_t = 2 * 1024 * 1024 * 1024)]
+    pub memory_budget: u64,
+    /// Largest single JSON document or line accepted, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub max_document_bytes: u64,
+    #[command(flatten)]
+    pub discovery: DiscoveryArgs,
+}
+
+/// `--format` of `query`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum QueryFormatArg {
+    /// Table on a terminal, JSON Lines otherwise.
+    Auto,
+    /// Aligned columns.
+    Table,
+    /// One JSON object per row.
+    Jsonl,
+    /// Comma-separated values with a header.
+    Csv,
 }
 
 /// `default [DIRECTORY]`
@@ -127,10 +190,18 @@ pub enum OutputFormatArg {
 
 /// Dataset selection and discovery bounds shared by read commands.
 #[derive(Debug, Args)]
+#[allow(missing_docs)]
 pub struct DatasetArgs {
     /// Dataset URI: a local directory (or file:///path). Defaults to the
     /// default Warehouse (see `pchronicle default`).
     pub dataset: Option<String>,
+    #[command(flatten)]
+    pub discovery: DiscoveryArgs,
+}
+
+/// Discovery bounds and the bad-Source policy.
+#[derive(Debug, Args)]
+pub struct DiscoveryArgs {
     /// Stop with an error after this many candidate files.
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]
     pub max_files: u64,

@@ -59,6 +59,11 @@ impl Out {
             .map_err(Error::Output)
     }
 
+    /// Write raw bytes to stdout.
+    pub fn write_bytes(&mut self, b: &[u8]) -> Result<(), Error> {
+        self.stdout().write_all(b).map_err(Error::Output)
+    }
+
     /// Write raw text to stdout.
     pub fn write_text(&mut self, s: &str) -> Result<(), Error> {
         self.stdout().write_all(s.as_bytes()).map_err(Error::Output)
@@ -128,7 +133,7 @@ pub fn report_error(err: &Error, json: bool) {
         std::io::stderr().lock(),
         "{label}[{}]: {}",
         err.code(),
-        escape_control(&err.to_string())
+        crate::util::text::escape_control_keep_newlines(&err.to_string())
     );
     if json {
         let doc = serde_json::json!({
@@ -139,7 +144,7 @@ pub fn report_error(err: &Error, json: bool) {
             }
         });
         let mut stdout = std::io::stdout().lock();
-        let _ = serde_json::to_writer_pretty(&mut stdout, &doc);
+        let _ = serde_json::to_writer(&mut stdout, &doc);
         let _ = stdout.write_all(b"\n");
     }
 }
@@ -201,7 +206,7 @@ pub enum Align {
 /// A simple aligned text table; cells are escaped and bounded.
 #[derive(Debug, Clone)]
 pub struct Table {
-    headers: Vec<(&'static str, Align)>,
+    headers: Vec<(String, Align)>,
     limits: Vec<Option<usize>>,
     rows: Vec<Vec<String>>,
     footer: Option<String>,
@@ -210,12 +215,13 @@ pub struct Table {
 impl Table {
     /// A table with these column headers.
     pub fn new(headers: &[(&'static str, Align)]) -> Self {
-        Table {
-            headers: headers.to_vec(),
-            limits: vec![None; headers.len()],
-            rows: Vec::new(),
-            footer: None,
-        }
+        Self::with_headers(headers.iter().map(|(h, a)| ((*h).to_string(), *a)).collect())
+    }
+
+    /// A table with owned column headers.
+    pub fn with_headers(headers: Vec<(String, Align)>) -> Self {
+        let n = headers.len();
+        Table { headers, limits: vec![None; n], rows: Vec::new(), footer: None }
     }
 
     /// Cut cells of column `idx` to `chars` characters (for free text such
@@ -280,7 +286,7 @@ impl Table {
             out.push_str(parts.join("  ").trim_end());
             out.push('\n');
         };
-        line(&mut out, &mut self.headers.iter().map(|(h, a)| (*h, *a)));
+        line(&mut out, &mut self.headers.iter().map(|(h, a)| (h.as_str(), *a)));
         for r in &self.rows {
             line(
                 &mut out,

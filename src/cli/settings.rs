@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 
-use super::{Cli, Command, DatasetArgs, ErrorsArg, OutputFormatArg};
+use super::{Cli, Command, DatasetArgs, DiscoveryArgs, ErrorsArg, OutputFormatArg, QueryArgs, QueryFormatArg};
 use crate::catalog::{DatasetUri, DiscoveryLimits};
 
 /// Problems with flags, the environment or the settings file.
@@ -49,6 +49,12 @@ pub enum SettingsError {
     /// The Dataset URI was refused.
     #[error(transparent)]
     Dataset(#[from] crate::catalog::CatalogError),
+    /// An output file already exists.
+    #[error("output file `{path}` already exists; choose a new path (outputs are never overwritten)")]
+    OutputExists {
+        /// The path.
+        path: String,
+    },
     /// No home or config directory to keep settings in.
     #[error("cannot locate a settings file: set HOME, XDG_CONFIG_HOME or PCHRONICLE_SETTINGS, or pass --settings")]
     NoSettingsLocation,
@@ -64,6 +70,7 @@ impl SettingsError {
             SettingsError::Invalid { .. } => "PC-SET-002",
             SettingsError::Write { .. } => "PC-SET-003",
             SettingsError::NoSettingsLocation => "PC-SET-004",
+            SettingsError::OutputExists { .. } => "PC-CLI-004",
             SettingsError::Dataset(e) => e.code(),
         }
     }
@@ -140,6 +147,8 @@ pub enum CommandSettings {
         /// Expand physical files.
         physical: bool,
     },
+    /// `query`
+    Query(Box<QuerySettings>),
     /// `status`
     Status {
         /// Dataset and bounds.
@@ -279,6 +288,12 @@ impl Settings {
                     a.output.format,
                 )
             }
+            Command::Query(a) => {
+                let q = query_settings(a, env, settings_path.as_deref())?;
+                let json = q.format == QueryFormat::Jsonl && q.output.is_none();
+                let fmt = if json { OutputFormatArg::Json } else { OutputFormatArg::Table };
+                (CommandSettings::Query(Box::new(q)), fmt)
+            }
         };
         let format = match format_arg {
             OutputFormatArg::Table => OutputFormat::Table,
@@ -310,6 +325,12 @@ pub fn json_requested(cli: &Cli, stdout_tty: bool) -> bool {
         Command::Default(a) => a.output.format,
         Command::Ls(a) => a.output.format,
         Command::Status(a) => a.output.format,
+        Command::Query(a) => match (a.format, a.output.as_deref()) {
+            (_, Some(p)) if p != "-" => OutputFormatArg::Table,
+            (QueryFormatArg::Jsonl, _) => OutputFormatArg::Json,
+            (QueryFormatArg::Auto, _) => OutputFormatArg::Auto,
+            _ => OutputFormatArg::Table,
+        },
     };
     match format {
         OutputFormatArg::Json => true,
@@ -336,41 +357,141 @@ fn settings_location(flag: Option<&Path>, env: &Env) -> Option<PathBuf> {
     })
 }
 
-fn read_settings(
-    a: &DatasetArgs,
-    env: &Env,
-    settings_path: Option<&Path>,
-) -> Result<ReadSettings, SettingsError> {
+fn discovery(a: &DiscoveryArgs) -> Result<(DiscoveryLimits, bool), SettingsError> {
     if a.max_files == 0 {
-        return Err(SettingsError::InvalidValue {
-            flag: "--max-files",
-            reason: "must be > 0".into(),
-        });
+        return Err(SettingsError::InvalidValue { flag: "--max-files", reason: "must be > 0".into() });
     }
     if a.max_entries == 0 {
-        return Err(SettingsError::InvalidValue {
-            flag: "--max-entries",
-            reason: "must be > 0".into(),
-        });
+        return Err(SettingsError::InvalidValue { flag: "--max-entries", reason: "must be > 0".into() });
     }
-    let dataset = if let Some(uri) = &a.dataset {
-        DatasetUri::parse(uri, &env.cwd)?
-    } else {
-        let user = match settings_path {
-            Some(p) => UserSettings::load(p)?,
-            None => UserSettings::default(),
-        };
-        let w = user.default_warehouse.ok_or(SettingsError::NoDataset)?;
-        DatasetUri::local(Path::new(&w), &env.cwd)
+    Ok((DiscoveryLimits { max_files: a.max_files, max_entries: a.max_entries }, a.errors == ErrorsArg::Strict))
+}
+
+fn default_warehouse(env: &Env, settings_path: Option<&Path>) -> Result<DatasetUri, SettingsError> {
+    let user = match settings_path {
+        Some(p) => UserSettings::load(p)?,
+        None => UserSettings::default(),
     };
-    Ok(ReadSettings {
-        dataset,
-        limits: DiscoveryLimits {
-            max_files: a.max_files,
-            max_entries: a.max_entries,
-        },
-        strict: a.errors == ErrorsArg::Strict,
+    let w = user.default_warehouse.ok_or(SettingsError::NoDataset)?;
+    Ok(DatasetUri::local(Path::new(&w), &env.cwd))
+}
+
+fn read_settings(a: &DatasetArgs, env: &Env, settings_path: Option<&Path>) -> Result<ReadSettings, SettingsError> {
+    let (limits, strict) = discovery(&a.discovery)?;
+    let dataset = match &a.dataset {
+        Some(uri) => DatasetUri::parse(uri, &env.cwd)?,
+        None => default_warehouse(env, settings_path)?,
+    };
+    Ok(ReadSettings { dataset, limits, strict })
+}
+
+fn positive(flag: &'static str, v: u64) -> Result<u64, SettingsError> {
+    if v == 0 {
+        return Err(SettingsError::InvalidValue { flag, reason: "must be > 0".into() });
+    }
+    Ok(v)
+}
+
+fn query_settings(a: &QueryArgs, env: &Env, settings_path: Option<&Path>) -> Result<QuerySettings, SettingsError> {
+    let (limits, strict) = discovery(&a.discovery)?;
+    let (positional, sql) = match a.args.as_slice() {
+        [sql] => (None, sql.clone()),
+        [ds, sql] => (Some(ds.as_str()), sql.clone()),
+        _ => return Err(SettingsError::InvalidValue { flag: "SQL", reason: "give the SQL text (and optionally a Dataset before it)".into() }),
+    };
+    if sql.trim().is_empty() {
+        return Err(SettingsError::InvalidValue { flag: "SQL", reason: "the query is empty".into() });
+    }
+    let mut mounts: Vec<(String, DatasetUri)> = Vec::new();
+    if let Some(ds) = positional {
+        mounts.push(("dataset".into(), DatasetUri::parse(ds, &env.cwd)?));
+    }
+    for m in &a.mounts {
+        let Some((name, uri)) = m.split_once('=') else {
+            return Err(SettingsError::InvalidValue { flag: "--dataset", reason: format!("`{m}` is not NAME=URI") });
+        };
+        let valid = name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+            && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !valid {
+            return Err(SettingsError::InvalidValue {
+                flag: "--dataset",
+                reason: format!("mount name `{name}` must be a lowercase identifier ([a-z_][a-z0-9_]*)"),
+            });
+        }
+        if mounts.iter().any(|(n, _)| n == name) {
+            return Err(SettingsError::InvalidValue { flag: "--dataset", reason: format!("mount name `{name}` is used twice") });
+        }
+        mounts.push((name.to_string(), DatasetUri::parse(uri, &env.cwd)?));
+    }
+    if mounts.is_empty() {
+        mounts.push(("dataset".into(), default_warehouse(env, settings_path)?));
+    }
+    if !a.timeout.is_finite() || a.timeout <= 0.0 {
+        return Err(SettingsError::InvalidValue { flag: "--timeout", reason: "must be a positive number of seconds".into() });
+    }
+    let output = match a.output.as_deref() {
+        None | Some("-") => None,
+        Some(p) => Some(crate::util::path::lexical_absolute(Path::new(p), &env.cwd)),
+    };
+    let to_stdout = output.is_none();
+    let format = match a.format {
+        QueryFormatArg::Table => QueryFormat::Table,
+        QueryFormatArg::Jsonl => QueryFormat::Jsonl,
+        QueryFormatArg::Csv => QueryFormat::Csv,
+        QueryFormatArg::Auto if to_stdout && env.stdout_tty => QueryFormat::Table,
+        QueryFormatArg::Auto => QueryFormat::Jsonl,
+    };
+    Ok(QuerySettings {
+        mounts,
+        sql,
+        format,
+        output,
+        max_rows: positive("--max-rows", a.max_rows)?,
+        max_output_bytes: positive("--max-output-bytes", a.max_output_bytes)?,
+        timeout: std::time::Duration::from_secs_f64(a.timeout),
+        memory_budget: positive("--memory-budget", a.memory_budget)?,
+        max_document_bytes: positive("--max-document-bytes", a.max_document_bytes)?,
+        limits,
+        strict,
     })
+}
+
+/// Output formats of `query`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueryFormat {
+    /// Aligned text.
+    Table,
+    /// JSON Lines.
+    Jsonl,
+    /// CSV with a header.
+    Csv,
+}
+
+/// Resolved `query` settings.
+#[derive(Debug, Clone)]
+pub struct QuerySettings {
+    /// (schema name, Dataset) pairs.
+    pub mounts: Vec<(String, DatasetUri)>,
+    /// The SQL text.
+    pub sql: String,
+    /// Result format.
+    pub format: QueryFormat,
+    /// Output file (None = stdout).
+    pub output: Option<PathBuf>,
+    /// Row bound.
+    pub max_rows: u64,
+    /// Output size bound.
+    pub max_output_bytes: u64,
+    /// Time bound.
+    pub timeout: std::time::Duration,
+    /// Operator memory bound.
+    pub memory_budget: u64,
+    /// Largest document.
+    pub max_document_bytes: u64,
+    /// Discovery bounds.
+    pub limits: DiscoveryLimits,
+    /// Fail on bad Sources.
+    pub strict: bool,
 }
 
 #[cfg(test)]

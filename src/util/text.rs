@@ -23,6 +23,11 @@ pub fn escape_control(s: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// Like [`escape_control`] but keeps newlines (for multi-line messages).
+pub fn escape_control_keep_newlines(s: &str) -> String {
+    s.split('\n').map(|line| escape_control(line).into_owned()).collect::<Vec<_>>().join("\n")
+}
+
 fn is_control(c: char) -> bool {
     let u = c as u32;
     u < 0x20 || (0x7f..=0x9f).contains(&u) || c == '\u{2028}' || c == '\u{2029}'

@@ -2,6 +2,7 @@
 
 mod default;
 mod ls;
+mod query;
 mod status;
 
 use super::out::Out;
@@ -18,6 +19,7 @@ pub fn run(settings: &Settings, out: &mut Out) -> Result<ExitStatus, Error> {
             read,
             max_document_bytes,
         } => status::run(read, *max_document_bytes, out),
+        CommandSettings::Query(q) => query::run(q, out),
     }
 }
 

@@ -1,0 +1,126 @@
+//! `query [DATASET] SQL`: plan and run read-only SQL over mounted Datasets.
+
+use std::io::Write as _;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{ArrayRef, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+
+use crate::cli::out::Out;
+use crate::cli::render::{write_csv, write_jsonl, write_table, Bounded, OutputLimit};
+use crate::cli::settings::{QueryFormat, QuerySettings};
+use crate::cli::ExitStatus;
+use crate::dataset::{describe_relation, Mounts};
+use crate::error::Error;
+use crate::sql::{self, Limits, SqlError, Statement};
+
+pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
+    let started = Instant::now();
+    let mounts = Mounts::open(&q.mounts, q.limits, q.strict, q.max_document_bytes)?;
+    for m in mounts.mounts() {
+        if mounts.mounts().len() == 1 {
+            out.info(&format!("snapshot_id: {}", m.snapshot.snapshot_id));
+        } else {
+            out.info(&format!("snapshot_id: {} ({})", m.snapshot.snapshot_id, m.name));
+        }
+    }
+    let statement = sql::plan(&q.sql, &mounts)?;
+    if let (Statement::Explain(plan), QueryFormat::Table) = (&statement, q.format) {
+        let text = plan.to_string();
+        match &q.output {
+            None => out.write_text(&text)?,
+            Some(path) => write_new_file(path, text.as_bytes())?,
+        }
+        return Ok(ExitStatus::Success);
+    }
+    let (schema, batches) = match statement {
+        Statement::Describe(_, rel, _) => describe_batches(&rel),
+        Statement::Explain(plan) => {
+            let text = plan.to_string();
+            let schema = Arc::new(Schema::new(vec![Field::new("plan", DataType::Utf8, false)]));
+            let lines: ArrayRef = Arc::new(text.lines().map(Some).collect::<StringArray>());
+            (schema.clone(), vec![RecordBatch::try_new(schema, vec![lines]).map_err(|e| Error::Internal(e.to_string()))?])
+        }
+        Statement::Query(plan) => {
+            let limits = Limits { timeout: Some(q.timeout), memory_budget: q.memory_budget };
+            let r = sql::execute(&plan, &mounts, limits)?;
+            (r.schema, r.batches)
+        }
+    };
+    for (code, msg) in mounts.take_warnings() {
+        out.warn(&code, &msg);
+    }
+    let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+    if rows > q.max_rows {
+        return Err(SqlError::TooManyRows { limit: q.max_rows }.into());
+    }
+    let mut buf = Bounded::new(Vec::new(), q.max_output_bytes);
+    let written = match q.format {
+        QueryFormat::Table => write_table(&mut buf, &schema, &batches),
+        QueryFormat::Jsonl => write_jsonl(&mut buf, &schema, &batches),
+        QueryFormat::Csv => write_csv(&mut buf, &schema, &batches),
+    };
+    if let Err(e) = written {
+        if e.get_ref().is_some_and(|x| x.is::<OutputLimit>()) {
+            return Err(SqlError::OutputTooLarge { limit: q.max_output_bytes }.into());
+        }
+        return Err(Error::Output(e));
+    }
+    let bytes = buf.into_inner();
+    match &q.output {
+        None => out.write_bytes(&bytes)?,
+        Some(path) => write_new_file(path, &bytes)?,
+    }
+    out.info(&format!("{rows} row{} in {} ms", if rows == 1 { "" } else { "s" }, started.elapsed().as_millis()));
+    Ok(ExitStatus::Success)
+}
+
+fn describe_batches(relation: &str) -> (SchemaRef, Vec<RecordBatch>) {
+    let cols = describe_relation(relation);
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("column_name", DataType::Utf8, false),
+        Field::new("column_type", DataType::Utf8, false),
+        Field::new("null", DataType::Utf8, false),
+        Field::new("description", DataType::Utf8, false),
+    ]));
+    let col = |f: &dyn Fn(&(String, String, bool, String)) -> String| -> ArrayRef {
+        Arc::new(cols.iter().map(|c| Some(f(c))).collect::<StringArray>())
+    };
+    let arrays = vec![
+        col(&|c| c.0.clone()),
+        col(&|c| c.1.clone()),
+        col(&|c| if c.2 { "YES".into() } else { "NO".into() }),
+        col(&|c| c.3.clone()),
+    ];
+    let batch = RecordBatch::try_new(schema.clone(), arrays).expect("describe columns match");
+    (schema, vec![batch])
+}
+
+/// Create `path` with `bytes`: written to a hidden temporary file in the same
+/// directory, then linked into place, which fails if `path` exists. The file
+/// appears complete or not at all.
+pub fn write_new_file(path: &std::path::Path, bytes: &[u8]) -> Result<(), Error> {
+    let io = |e: std::io::Error| Error::Output(e);
+    if path.exists() {
+        return Err(crate::cli::settings::SettingsError::OutputExists { path: path.display().to_string() }.into());
+    }
+    let dir = path.parent().ok_or_else(|| Error::Output(std::io::Error::other("no parent directory")))?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::hard_link(&tmp, path)
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    match result {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            Err(crate::cli::settings::SettingsError::OutputExists { path: path.display().to_string() }.into())
+        }
+        Err(e) => Err(io(e)),
+    }
+}

@@ -1,0 +1,183 @@
+//! Rendering record batches: aligned table, JSON Lines and CSV.
+//!
+//! Cells: NULL is `NULL` in tables, empty in CSV and `null` in JSON;
+//! timestamps are RFC 3339 UTC; floats print like `1.0`; JSON columns are
+//! text (their JSON as a string).
+
+use std::io::Write;
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::{DataType, Float64Type, Int64Type, SchemaRef, TimestampNanosecondType, UInt64Type};
+use arrow::record_batch::RecordBatch;
+use serde_json::Value;
+
+use crate::formats::storyline::format_rfc3339;
+use crate::sql::float_text;
+
+/// A cell as text (None for NULL).
+pub fn cell_text(a: &dyn Array, i: usize) -> Option<String> {
+    if a.is_null(i) {
+        return None;
+    }
+    Some(match a.data_type() {
+        DataType::Utf8 => a.as_string::<i32>().value(i).to_string(),
+        DataType::Int64 => a.as_primitive::<Int64Type>().value(i).to_string(),
+        DataType::UInt64 => a.as_primitive::<UInt64Type>().value(i).to_string(),
+        DataType::Float64 => float_text(a.as_primitive::<Float64Type>().value(i)),
+        DataType::Boolean => a.as_boolean().value(i).to_string(),
+        DataType::Timestamp(..) => format_rfc3339(a.as_primitive::<TimestampNanosecondType>().value(i)),
+        DataType::Null => return None,
+        other => format!("<{other}>"),
+    })
+}
+
+/// A cell as JSON.
+pub fn cell_json(a: &dyn Array, i: usize) -> Value {
+    if a.is_null(i) {
+        return Value::Null;
+    }
+    match a.data_type() {
+        DataType::Int64 => Value::from(a.as_primitive::<Int64Type>().value(i)),
+        DataType::UInt64 => Value::from(a.as_primitive::<UInt64Type>().value(i)),
+        DataType::Float64 => {
+            let f = a.as_primitive::<Float64Type>().value(i);
+            serde_json::Number::from_f64(f).map_or_else(|| Value::String(f.to_string()), Value::Number)
+        }
+        DataType::Boolean => Value::Bool(a.as_boolean().value(i)),
+        _ => cell_text(a, i).map_or(Value::Null, Value::String),
+    }
+}
+
+/// Counts bytes written and fails past a bound.
+pub struct Bounded<W> {
+    inner: W,
+    written: u64,
+    limit: u64,
+}
+
+impl<W: Write> Bounded<W> {
+    /// Wrap `inner` with a byte bound.
+    pub fn new(inner: W, limit: u64) -> Self {
+        Bounded { inner, written: 0, limit }
+    }
+
+    /// Bytes written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// The inner writer.
+    pub fn into_inner(self) -> W {
+        self.inner
+    }
+}
+
+/// The error a [`Bounded`] writer returns past its bound.
+#[derive(Debug)]
+pub struct OutputLimit;
+
+impl std::fmt::Display for OutputLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("output limit reached")
+    }
+}
+
+impl std::error::Error for OutputLimit {}
+
+impl<W: Write> Write for Bounded<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.written + buf.len() as u64 > self.limit {
+            return Err(std::io::Error::other(OutputLimit));
+        }
+        let n = self.inner.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// JSON Lines: one object per row, keys in column order.
+pub fn write_jsonl(w: &mut dyn Write, schema: &SchemaRef, batches: &[RecordBatch]) -> std::io::Result<()> {
+    let names: Vec<String> = schema.fields().iter().map(|f| serde_json::to_string(f.name()).unwrap_or_default()).collect();
+    let mut line = Vec::with_capacity(256);
+    for b in batches {
+        for i in 0..b.num_rows() {
+            line.clear();
+            line.push(b'{');
+            for (c, name) in names.iter().enumerate() {
+                if c > 0 {
+                    line.push(b',');
+                }
+                line.extend_from_slice(name.as_bytes());
+                line.push(b':');
+                serde_json::to_writer(&mut line, &cell_json(b.column(c).as_ref(), i)).map_err(std::io::Error::other)?;
+            }
+            line.extend_from_slice(b"}\n");
+            w.write_all(&line)?;
+        }
+    }
+    Ok(())
+}
+
+fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains([',', '"', '\n', '\r']) {
+        std::borrow::Cow::Owned(format!("\"{}\"", s.replace('"', "\"\"")))
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    }
+}
+
+/// CSV with a header row (RFC 4180 quoting; NULL is an empty field).
+pub fn write_csv(w: &mut dyn Write, schema: &SchemaRef, batches: &[RecordBatch]) -> std::io::Result<()> {
+    let header: Vec<String> = schema.fields().iter().map(|f| csv_field(f.name()).into_owned()).collect();
+    writeln!(w, "{}", header.join(","))?;
+    let mut line = String::new();
+    for b in batches {
+        for i in 0..b.num_rows() {
+            line.clear();
+            for c in 0..b.num_columns() {
+                if c > 0 {
+                    line.push(',');
+                }
+                if let Some(t) = cell_text(b.column(c).as_ref(), i) {
+                    line.push_str(&csv_field(&t));
+                }
+            }
+            line.push('\n');
+            w.write_all(line.as_bytes())?;
+        }
+    }
+    Ok(())
+}
+
+/// Longest table cell, in characters.
+const TABLE_CELL_CHARS: usize = 60;
+
+/// An aligned table (cells escaped and cut at 60 characters).
+pub fn write_table(w: &mut dyn Write, schema: &SchemaRef, batches: &[RecordBatch]) -> std::io::Result<()> {
+    use super::out::{Align, Table};
+    let heads: Vec<(String, Align)> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let align = if matches!(f.data_type(), DataType::Int64 | DataType::Float64 | DataType::UInt64) { Align::Right } else { Align::Left };
+            (f.name().clone(), align)
+        })
+        .collect();
+    let mut t = Table::with_headers(heads.clone());
+    for i in 0..heads.len() {
+        t.limit(i, TABLE_CELL_CHARS);
+    }
+    let mut rows = 0usize;
+    for b in batches {
+        for i in 0..b.num_rows() {
+            t.row((0..b.num_columns()).map(|c| cell_text(b.column(c).as_ref(), i).unwrap_or_else(|| "NULL".into())).collect());
+            rows += 1;
+        }
+    }
+    t.footer(format!("({rows} row{})", if rows == 1 { "" } else { "s" }));
+    w.write_all(t.render().as_bytes())
+}

@@ -1,0 +1,369 @@
+//! Mounted Datasets: the relations `sources`, `runs`, `trajectories`,
+//! `steps`, `tool_calls`, `judgments` and `events` of each mount, served to
+//! the SQL engine (this module implements [`crate::sql::Provider`]).
+//!
+//! Each mount is pinned once ([`CatalogSnapshot`]); scans decode its Sources
+//! in parallel (Rayon), build only the requested columns, and apply the scan
+//! filter in the worker. A Source that fails is skipped with a warning in
+//! report mode and fails the query in strict mode; a Source that changes
+//! while read always fails it.
+
+use std::sync::Mutex;
+
+use arrow::array::{ArrayRef, Int64Array, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow::record_batch::RecordBatch;
+use rayon::prelude::*;
+
+use crate::catalog::read::{read_source, ReadFailure};
+use crate::catalog::{CatalogError, CatalogSnapshot, DatasetUri, DiscoveryLimits, Source, SourceKind, SourceStatus};
+use crate::formats::atif::Projection;
+use crate::formats::DecodeOptions;
+use crate::sql::{Provider, SqlError};
+use crate::table::{Table, TableBuilder};
+
+/// Rows per output batch.
+pub const BATCH_ROWS: usize = 8192;
+
+/// One mounted Dataset.
+#[derive(Debug)]
+pub struct Mount {
+    /// SQL schema name.
+    pub name: String,
+    /// The pinned Sources.
+    pub snapshot: CatalogSnapshot,
+}
+
+/// The mounts of one command, with the error policy for bad Sources.
+pub struct Mounts {
+    mounts: Vec<Mount>,
+    strict: bool,
+    max_document_bytes: u64,
+    warnings: Mutex<Vec<(String, String)>>,
+}
+
+impl std::fmt::Debug for Mounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mounts").field("mounts", &self.mounts).field("strict", &self.strict).finish_non_exhaustive()
+    }
+}
+
+/// All relation names, in the order `DESCRIBE`-style listings show them.
+pub const RELATIONS: [&str; 7] = ["sources", "runs", "trajectories", "steps", "tool_calls", "events", "judgments"];
+
+impl Mounts {
+    /// Pin each (name, URI) pair.
+    pub fn open(specs: &[(String, DatasetUri)], limits: DiscoveryLimits, strict: bool, max_document_bytes: u64) -> Result<Self, CatalogError> {
+        let mut mounts = Vec::with_capacity(specs.len());
+        for (name, uri) in specs {
+            mounts.push(Mount { name: name.clone(), snapshot: CatalogSnapshot::open(uri, limits, false)? });
+        }
+        Ok(Mounts { mounts, strict, max_document_bytes, warnings: Mutex::new(Vec::new()) })
+    }
+
+    /// The mounts.
+    pub fn mounts(&self) -> &[Mount] {
+        &self.mounts
+    }
+
+    /// Warnings collected while scanning: (code, message).
+    pub fn take_warnings(&self) -> Vec<(String, String)> {
+        let mut w = self.warnings.lock().map(|mut g| std::mem::take(&mut *g)).unwrap_or_default();
+        w.sort();
+        w.dedup();
+        w
+    }
+
+    fn mount(&self, name: &str) -> Option<&Mount> {
+        self.mounts.iter().find(|m| m.name == name)
+    }
+
+    fn warn(&self, code: &str, msg: String) {
+        if let Ok(mut g) = self.warnings.lock() {
+            g.push((code.to_string(), msg));
+        }
+    }
+}
+
+/// Schema of the `sources` relation.
+pub fn sources_schema() -> SchemaRef {
+    std::sync::Arc::new(Schema::new(vec![
+        Field::new("source_path", DataType::Utf8, false),
+        Field::new("format", DataType::Utf8, false),
+        Field::new("kind", DataType::Utf8, false),
+        Field::new("layout", DataType::Utf8, true),
+        Field::new("snapshot_ref", DataType::Utf8, false),
+        Field::new("read_consistency", DataType::Utf8, false),
+        Field::new("status", DataType::Utf8, false),
+        Field::new("reason_code", DataType::Utf8, true),
+        Field::new("reason", DataType::Utf8, true),
+        Field::new("size_bytes", DataType::Int64, false),
+    ]))
+}
+
+/// Schema of the `events` relation (canonical captured events).
+pub fn events_schema() -> SchemaRef {
+    let ts = DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()));
+    std::sync::Arc::new(Schema::new(vec![
+        Field::new("source_path", DataType::Utf8, false),
+        Field::new("seq", DataType::Int64, false),
+        Field::new("event_id", DataType::Utf8, true),
+        Field::new("timestamp", ts, false),
+        Field::new("kind", DataType::Utf8, false),
+        Field::new("source", DataType::Utf8, false),
+        Field::new("agent_id", DataType::Utf8, true),
+        Field::new("run_id", DataType::Utf8, true),
+        Field::new("session_id", DataType::Utf8, true),
+        Field::new("call_id", DataType::Utf8, true),
+        Field::new("trace_id", DataType::Utf8, true),
+        Field::new("parent_call_id", DataType::Utf8, true),
+        Field::new("model", DataType::Utf8, true),
+        Field::new("payload_json", DataType::Utf8, false),
+        Field::new("duplicate_count", DataType::Int64, false),
+    ]))
+}
+
+/// (name, type, nullable, description) of every column of a relation.
+pub fn describe_relation(relation: &str) -> Vec<(String, String, bool, String)> {
+    if let Some(t) = Table::from_name(relation) {
+        return t.columns().iter().map(|c| (c.name.to_string(), c.ty.sql_name().to_string(), c.nullable, c.doc.to_string())).collect();
+    }
+    let (schema, docs): (SchemaRef, &[&str]) = match relation {
+        "sources" => (sources_schema(), SOURCE_DOCS),
+        _ => (events_schema(), EVENT_DOCS),
+    };
+    schema
+        .fields()
+        .iter()
+        .zip(docs)
+        .map(|(f, d)| (f.name().clone(), crate::sql::value::type_name(f.data_type()).to_string(), f.is_nullable(), (*d).to_string()))
+        .collect()
+}
+
+const SOURCE_DOCS: &[&str] = &[
+    "Dataset-relative path of the Source",
+    "Format: atif, actf, openai-messages, storyline, storyline-lance, events-lance, unknown",
+    "file or store",
+    "JSON layout of a file: document, array or lines",
+    "The pinned version (file fingerprint, store table versions)",
+    "How the pin is enforced: fingerprint, native or conditional",
+    "ready, degraded or error (as found by discovery)",
+    "Stable code of the problem, when not ready",
+    "Sanitised description of the problem",
+    "Size in bytes",
+];
+
+const EVENT_DOCS: &[&str] = &[
+    "Dataset-relative path of the events store",
+    "Producer sequence number",
+    "Event id",
+    "Event time (UTC)",
+    "Event kind (http.request, http.response, …)",
+    "Producing component",
+    "Agent id",
+    "Run id",
+    "Session id",
+    "Call id pairing a request with its response",
+    "Trace id",
+    "Parent call id",
+    "Model",
+    "The complete event record as JSON",
+    "How many times the same event id was appended",
+];
+
+/// Columns computable from a skeleton read (no message bodies, metrics or
+/// extras): reading only these lets typed readers skip the heavy payloads.
+fn skeleton_safe(table: Table, column: &str) -> bool {
+    const COMMON: &[&str] = &["source_path", "document_id", "run_id", "session_id"];
+    if COMMON.contains(&column) {
+        return true;
+    }
+    let safe: &[&str] = match table {
+        Table::Runs => &[
+            "storage_ordinal", "trajectory_id", "attempt_id", "format", "agent_id", "agent_name", "agent_version", "agent_model_name",
+            "parent_document_id", "parent_tool_call_id", "parent_step_id", "started_at", "finished_at", "step_count", "tool_call_count",
+            "continued_trajectory_ref", "agent_tool_definitions", "agent_extra", "children", "origin", "parent", "schema_version",
+            "started_at_raw", "finished_at_raw",
+        ],
+        Table::Trajectories => &[
+            "parent_document_id", "agent_id", "agent_name", "model_name", "format", "step_count", "user_step_count", "agent_step_count",
+            "tool_call_count", "started_at", "finished_at",
+        ],
+        Table::Steps => &[
+            "step_id", "turn_ordinal", "timestamp", "step_source", "kind", "effective_kind", "model_name", "tool_call_count",
+            "llm_call_count", "is_copied_context", "had_tool_calls", "timestamp_raw", "finished_at", "finished_at_raw",
+        ],
+        Table::ToolCalls => &[
+            "step_id", "turn_ordinal", "call_index", "tool_call_id", "function_name", "timestamp", "status", "exit_code", "kind", "response",
+        ],
+        Table::Judgments => return true,
+    };
+    safe.contains(&column)
+}
+
+impl Provider for Mounts {
+    fn datasets(&self) -> Vec<String> {
+        self.mounts.iter().map(|m| m.name.clone()).collect()
+    }
+
+    fn relation_names(&self) -> Vec<&'static str> {
+        RELATIONS.to_vec()
+    }
+
+    fn relation(&self, dataset: &str, relation: &str) -> Option<SchemaRef> {
+        self.mount(dataset)?;
+        match relation {
+            "sources" => Some(sources_schema()),
+            "events" => Some(events_schema()),
+            other => Table::from_name(other).map(Table::schema),
+        }
+    }
+
+    fn is_entity(&self, relation: &str) -> bool {
+        relation != "sources"
+    }
+
+    fn scan(
+        &self,
+        dataset: &str,
+        relation: &str,
+        columns: &[usize],
+        post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
+        _limit: Option<usize>,
+        check: &(dyn Fn() -> Result<(), SqlError> + Sync),
+    ) -> Result<Vec<RecordBatch>, SqlError> {
+        let mount = self.mount(dataset).ok_or_else(|| SqlError::UnknownRelation { name: dataset.to_string(), hint: String::new() })?;
+        match relation {
+            "sources" => {
+                let full = sources_batch(&mount.snapshot.sources)?;
+                let b = full.project(columns)?;
+                Ok(vec![post(b)?])
+            }
+            "events" => {
+                let schema = std::sync::Arc::new(events_schema().project(columns)?);
+                Ok(vec![RecordBatch::new_empty(schema)])
+            }
+            other => {
+                let table = Table::from_name(other).ok_or_else(|| SqlError::UnknownRelation { name: other.to_string(), hint: String::new() })?;
+                self.scan_documents(mount, table, columns, post, check)
+            }
+        }
+    }
+}
+
+impl Mounts {
+    fn scan_documents(
+        &self,
+        mount: &Mount,
+        table: Table,
+        columns: &[usize],
+        post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
+        check: &(dyn Fn() -> Result<(), SqlError> + Sync),
+    ) -> Result<Vec<RecordBatch>, SqlError> {
+        let cols = table.columns();
+        let skeleton = columns.iter().all(|&i| skeleton_safe(table, cols[i].name));
+        let opts = DecodeOptions {
+            max_document_bytes: self.max_document_bytes,
+            projection: if skeleton { Projection::Skeleton } else { Projection::Full },
+        };
+        let readable: Vec<&Source> = mount
+            .snapshot
+            .sources
+            .iter()
+            .filter(|s| {
+                if s.kind == SourceKind::Store || s.format == crate::formats::SourceFormat::EventsLance {
+                    return false;
+                }
+                if s.status == SourceStatus::Error && s.format == crate::formats::SourceFormat::Unknown {
+                    return false;
+                }
+                true
+            })
+            .collect();
+        if self.strict {
+            if let Some(s) = mount.snapshot.sources.iter().find(|s| s.status == SourceStatus::Error) {
+                let r = s.reason.clone();
+                return Err(SqlError::Source {
+                    code: "PC-CAT-010",
+                    message: format!(
+                        "Source `{}` is not ready: [{}] {} (--errors strict)",
+                        s.source_path,
+                        r.as_ref().map_or("", |r| r.code),
+                        r.as_ref().map_or(String::new(), |r| r.message.clone())
+                    ),
+                });
+            }
+        }
+        let results: Vec<Result<Vec<RecordBatch>, SqlError>> = readable
+            .par_iter()
+            .map(|s| {
+                check()?;
+                let mut builder = TableBuilder::new(table, Some(columns));
+                let mut out = Vec::new();
+                let mut ordinal = 0usize;
+                let mut err: Option<SqlError> = None;
+                let read = read_source(s, opts, &mut |doc| {
+                    if err.is_some() {
+                        return;
+                    }
+                    builder.push_document(&s.source_path, doc, ordinal);
+                    ordinal += 1;
+                    if builder.len() >= BATCH_ROWS {
+                        match post(builder.finish()) {
+                            Ok(b) => out.push(b),
+                            Err(e) => err = Some(e),
+                        }
+                    }
+                });
+                if let Some(e) = err {
+                    return Err(e);
+                }
+                match read {
+                    Ok(r) => {
+                        if let Some(d) = r.diagnostics.iter().find(|d| d.degrades()) {
+                            self.warn(d.code, format!("{}: {}: {}", s.source_path, d.pointer, d.message));
+                        }
+                    }
+                    Err(ReadFailure::Fatal(e)) => return Err(SqlError::Source { code: e.code(), message: e.to_string() }),
+                    Err(ReadFailure::Source(e)) => {
+                        if self.strict {
+                            return Err(SqlError::Source { code: e.code(), message: e.to_string() });
+                        }
+                        self.warn(e.code(), format!("skipped {}: {}", s.source_path, e.detail()));
+                        return Ok(Vec::new());
+                    }
+                }
+                if !builder.is_empty() {
+                    out.push(post(builder.finish())?);
+                }
+                Ok(out)
+            })
+            .collect();
+        let mut all = Vec::new();
+        for r in results {
+            all.extend(r?);
+        }
+        if all.is_empty() {
+            let b = TableBuilder::new(table, Some(columns));
+            all.push(RecordBatch::new_empty(b.schema()));
+        }
+        Ok(all)
+    }
+}
+
+fn sources_batch(sources: &[Source]) -> Result<RecordBatch, SqlError> {
+    let text = |f: &dyn Fn(&Source) -> Option<String>| -> ArrayRef { std::sync::Arc::new(sources.iter().map(f).collect::<StringArray>()) };
+    let cols: Vec<ArrayRef> = vec![
+        text(&|s| Some(s.source_path.clone())),
+        text(&|s| Some(s.format.name().to_string())),
+        text(&|s| Some(s.kind.name().to_string())),
+        text(&|s| s.layout().map(str::to_string)),
+        text(&|s| Some(s.snapshot_ref.to_string())),
+        text(&|s| Some(s.read_consistency.to_string())),
+        text(&|s| Some(s.status.name().to_string())),
+        text(&|s| s.reason.as_ref().map(|r| r.code.to_string())),
+        text(&|s| s.reason.as_ref().map(|r| r.message.clone())),
+        std::sync::Arc::new(sources.iter().map(|s| s.size as i64).collect::<Int64Array>()),
+    ];
+    Ok(RecordBatch::try_new(sources_schema(), cols)?)
+}

@@ -1,0 +1,132 @@
+//! The SQL engine: `sqlparser` for parsing, then our own binder, logical plan
+//! and vectorized operators over Arrow record batches.
+//!
+//! Pipeline: [`parse`] (allow-list: one read-only statement) → `bind`
+//! (names and types via a [`Provider`]) → [`optimize`] (scan filters,
+//! column pruning) → `exec` (operators in `ops`, shared evaluator in
+//! `expr`). Read-only by construction: the binder only builds read plans and
+//! the provider only exposes logical relations.
+//!
+//! May call `table` (relation schemas) and `util`; never `catalog` or `cli`
+//! (they implement [`Provider`]).
+
+mod bind;
+mod error;
+mod exec;
+mod expr;
+pub mod functions;
+pub mod logical;
+mod ops;
+pub mod optimize;
+pub mod parse;
+pub mod value;
+
+use std::time::Duration;
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+
+pub use error::SqlError;
+pub use expr::{float_text, ts_text};
+pub use logical::Plan;
+
+/// What the engine needs from the data layer.
+pub trait Provider: Sync {
+    /// Mount (schema) names, e.g. `dataset`.
+    fn datasets(&self) -> Vec<String>;
+    /// Relation names every mount has.
+    fn relation_names(&self) -> Vec<&'static str>;
+    /// The schema of a relation, if it exists.
+    fn relation(&self, dataset: &str, relation: &str) -> Option<SchemaRef>;
+    /// True for relations whose ids are Source-local (join check).
+    fn is_entity(&self, relation: &str) -> bool;
+    /// Read the given columns of a relation. `post` runs on every batch in
+    /// the worker that produced it (the scan filter); `check` is called
+    /// between batches and stops the scan when it errors (timeouts).
+    fn scan(
+        &self,
+        dataset: &str,
+        relation: &str,
+        columns: &[usize],
+        post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
+        limit: Option<usize>,
+        check: &(dyn Fn() -> Result<(), SqlError> + Sync),
+    ) -> Result<Vec<RecordBatch>, SqlError>;
+}
+
+/// Bounds on one query.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Wall-clock bound.
+    pub timeout: Option<Duration>,
+    /// Largest intermediate state (bytes) of one operator.
+    pub memory_budget: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { timeout: None, memory_budget: 4 << 30 }
+    }
+}
+
+/// A planned statement.
+#[derive(Debug)]
+pub enum Statement {
+    /// A query to run.
+    Query(Plan),
+    /// `EXPLAIN`: the plan to print.
+    Explain(Plan),
+    /// `DESCRIBE`: (mount, relation, schema).
+    Describe(String, String, SchemaRef),
+}
+
+/// Parse, bind and optimise `text`.
+pub fn plan(text: &str, provider: &dyn Provider) -> Result<Statement, SqlError> {
+    match parse::parse(text)? {
+        parse::Parsed::Query(stmt) => {
+            let sqlparser::ast::Statement::Query(q) = &stmt else { unreachable!("parse returns queries") };
+            let mut b = bind::Binder::new(provider, &stmt);
+            Ok(Statement::Query(optimize::optimize(b.bind_query(q)?)))
+        }
+        parse::Parsed::Explain(stmt) => {
+            let sqlparser::ast::Statement::Query(q) = &stmt else { unreachable!("parse returns queries") };
+            let mut b = bind::Binder::new(provider, &stmt);
+            Ok(Statement::Explain(optimize::optimize(b.bind_query(q)?)))
+        }
+        parse::Parsed::Describe(parts) => {
+            let datasets = provider.datasets();
+            let (ds, rel) = match parts.as_slice() {
+                [r] => (datasets.first().cloned().unwrap_or_else(|| "dataset".into()), r.clone()),
+                [d, r] => (d.clone(), r.clone()),
+                _ => return Err(SqlError::UnknownRelation { name: parts.join("."), hint: String::new() }),
+            };
+            let schema = provider.relation(&ds, &rel).ok_or_else(|| SqlError::UnknownRelation {
+                name: format!("{ds}.{rel}"),
+                hint: error::suggest(&rel, provider.relation_names().iter().copied()),
+            })?;
+            Ok(Statement::Describe(ds, rel, schema))
+        }
+    }
+}
+
+/// The result of running a query.
+#[derive(Debug)]
+pub struct QueryResult {
+    /// Output schema.
+    pub schema: SchemaRef,
+    /// Output rows.
+    pub batches: Vec<RecordBatch>,
+    /// Peak intermediate bytes seen.
+    pub peak_bytes: u64,
+}
+
+/// Run a planned query.
+pub fn execute(plan: &Plan, provider: &dyn Provider, limits: Limits) -> Result<QueryResult, SqlError> {
+    let ctx = exec::ExecCtx::new(provider, limits);
+    let batches = exec::execute(plan, &ctx)?;
+    Ok(QueryResult {
+        schema: plan.schema(),
+        batches,
+        peak_bytes: ctx.peak.load(std::sync::atomic::Ordering::Relaxed),
+    })
+}

@@ -1,0 +1,338 @@
+//! GROUP BY with COUNT / COUNT(DISTINCT) / SUM / AVG / MIN / MAX.
+//!
+//! Group keys are row-encoded and hashed; each aggregate keeps one
+//! accumulator slot per group, updated batch by batch.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, StringArray, TimestampNanosecondArray};
+use arrow::datatypes::{DataType, Float64Type, Int64Type, SchemaRef, TimestampNanosecondType};
+use arrow::record_batch::RecordBatch;
+use arrow::row::{RowConverter, SortField};
+
+use super::super::expr::eval;
+use super::super::logical::{AggCall, AggFunc, Expr};
+use super::super::SqlError;
+
+/// A comparable, hashable cell (for DISTINCT and MIN/MAX of any type).
+#[derive(Debug, Clone, PartialEq, PartialOrd)]
+enum Val {
+    I(i64),
+    F(f64),
+    S(String),
+    B(bool),
+}
+
+impl Eq for Val {}
+
+impl std::hash::Hash for Val {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        match self {
+            Val::I(v) => (0u8, *v).hash(h),
+            Val::F(v) => (1u8, if *v == 0.0 { 0 } else { v.to_bits() }).hash(h),
+            Val::S(v) => (2u8, v).hash(h),
+            Val::B(v) => (3u8, *v).hash(h),
+        }
+    }
+}
+
+fn val(a: &dyn Array, i: usize) -> Option<Val> {
+    if a.is_null(i) {
+        return None;
+    }
+    Some(match a.data_type() {
+        DataType::Int64 => Val::I(a.as_primitive::<Int64Type>().value(i)),
+        DataType::Float64 => Val::F(a.as_primitive::<Float64Type>().value(i)),
+        DataType::Timestamp(..) => Val::I(a.as_primitive::<TimestampNanosecondType>().value(i)),
+        DataType::Utf8 => Val::S(a.as_string::<i32>().value(i).to_string()),
+        DataType::Boolean => Val::B(a.as_boolean().value(i)),
+        _ => return None,
+    })
+}
+
+enum Acc {
+    Count(Vec<i64>),
+    SumInt { sum: Vec<i128>, seen: Vec<bool> },
+    SumFloat { sum: Vec<f64>, seen: Vec<bool> },
+    Avg { sum: Vec<f64>, n: Vec<i64> },
+    MinMax { best: Vec<Option<Val>>, max: bool },
+    Distinct(Vec<HashSet<Val>>),
+}
+
+impl Acc {
+    fn new(call: &AggCall) -> Acc {
+        if call.distinct {
+            return Acc::Distinct(Vec::new());
+        }
+        match call.func {
+            AggFunc::Count => Acc::Count(Vec::new()),
+            AggFunc::Sum if call.ty == DataType::Int64 => Acc::SumInt { sum: Vec::new(), seen: Vec::new() },
+            AggFunc::Sum => Acc::SumFloat { sum: Vec::new(), seen: Vec::new() },
+            AggFunc::Avg => Acc::Avg { sum: Vec::new(), n: Vec::new() },
+            AggFunc::Min => Acc::MinMax { best: Vec::new(), max: false },
+            AggFunc::Max => Acc::MinMax { best: Vec::new(), max: true },
+        }
+    }
+
+    fn resize(&mut self, groups: usize) {
+        match self {
+            Acc::Count(c) => c.resize(groups, 0),
+            Acc::SumInt { sum, seen } => {
+                sum.resize(groups, 0);
+                seen.resize(groups, false);
+            }
+            Acc::SumFloat { sum, seen } => {
+                sum.resize(groups, 0.0);
+                seen.resize(groups, false);
+            }
+            Acc::Avg { sum, n } => {
+                sum.resize(groups, 0.0);
+                n.resize(groups, 0);
+            }
+            Acc::MinMax { best, .. } => best.resize(groups, None),
+            Acc::Distinct(s) => s.resize_with(groups, HashSet::new),
+        }
+    }
+
+    fn update(&mut self, groups: &[usize], arg: Option<&ArrayRef>) -> Result<(), SqlError> {
+        match (self, arg) {
+            (Acc::Count(c), None) => {
+                for &g in groups {
+                    c[g] += 1;
+                }
+            }
+            (Acc::Count(c), Some(a)) => {
+                for (i, &g) in groups.iter().enumerate() {
+                    if a.is_valid(i) {
+                        c[g] += 1;
+                    }
+                }
+            }
+            (Acc::SumInt { sum, seen }, Some(a)) => {
+                if a.data_type() == &DataType::Null {
+                    return Ok(());
+                }
+                let a = a.as_primitive::<Int64Type>();
+                for (i, &g) in groups.iter().enumerate() {
+                    if a.is_valid(i) {
+                        sum[g] += i128::from(a.value(i));
+                        seen[g] = true;
+                    }
+                }
+            }
+            (Acc::SumFloat { sum, seen }, Some(a)) => {
+                if a.data_type() == &DataType::Null {
+                    return Ok(());
+                }
+                let a = a.as_primitive::<Float64Type>();
+                for (i, &g) in groups.iter().enumerate() {
+                    if a.is_valid(i) {
+                        sum[g] += a.value(i);
+                        seen[g] = true;
+                    }
+                }
+            }
+            (Acc::Avg { sum, n }, Some(a)) => match a.data_type() {
+                DataType::Int64 => {
+                    let a = a.as_primitive::<Int64Type>();
+                    for (i, &g) in groups.iter().enumerate() {
+                        if a.is_valid(i) {
+                            sum[g] += a.value(i) as f64;
+                            n[g] += 1;
+                        }
+                    }
+                }
+                DataType::Float64 => {
+                    let a = a.as_primitive::<Float64Type>();
+                    for (i, &g) in groups.iter().enumerate() {
+                        if a.is_valid(i) {
+                            sum[g] += a.value(i);
+                            n[g] += 1;
+                        }
+                    }
+                }
+                _ => {}
+            },
+            (Acc::MinMax { best, max }, Some(a)) => {
+                for (i, &g) in groups.iter().enumerate() {
+                    let Some(v) = val(a.as_ref(), i) else { continue };
+                    let better = match &best[g] {
+                        None => true,
+                        Some(b) => {
+                            if *max {
+                                v > *b
+                            } else {
+                                v < *b
+                            }
+                        }
+                    };
+                    if better {
+                        best[g] = Some(v);
+                    }
+                }
+            }
+            (Acc::Distinct(sets), Some(a)) => {
+                for (i, &g) in groups.iter().enumerate() {
+                    if let Some(v) = val(a.as_ref(), i) {
+                        sets[g].insert(v);
+                    }
+                }
+            }
+            _ => return Err(SqlError::Internal("aggregate without its argument".into())),
+        }
+        Ok(())
+    }
+
+    fn finish(self, call: &AggCall) -> Result<ArrayRef, SqlError> {
+        Ok(match self {
+            Acc::Count(c) => Arc::new(Int64Array::from(c)),
+            Acc::SumInt { sum, seen } => {
+                let mut out = Vec::with_capacity(sum.len());
+                for (s, ok) in sum.into_iter().zip(seen) {
+                    out.push(if ok {
+                        Some(i64::try_from(s).map_err(|_| SqlError::type_error("SUM overflows BIGINT"))?)
+                    } else {
+                        None
+                    });
+                }
+                Arc::new(Int64Array::from(out))
+            }
+            Acc::SumFloat { sum, seen } => {
+                Arc::new(sum.into_iter().zip(seen).map(|(s, ok)| ok.then_some(s)).collect::<Float64Array>())
+            }
+            Acc::Avg { sum, n } => {
+                Arc::new(sum.into_iter().zip(n).map(|(s, c)| (c > 0).then(|| s / c as f64)).collect::<Float64Array>())
+            }
+            Acc::MinMax { best, .. } => vals_to_array(best, &call.ty),
+            Acc::Distinct(sets) => match call.func {
+                AggFunc::Count => Arc::new(sets.into_iter().map(|s| s.len() as i64).collect::<Int64Array>()),
+                AggFunc::Sum if call.ty == DataType::Int64 => Arc::new(
+                    sets.into_iter()
+                        .map(|s| (!s.is_empty()).then(|| s.iter().map(|v| if let Val::I(x) = v { *x } else { 0 }).sum::<i64>()))
+                        .collect::<Int64Array>(),
+                ),
+                AggFunc::Sum | AggFunc::Avg => {
+                    let avg = call.func == AggFunc::Avg;
+                    Arc::new(
+                        sets.into_iter()
+                            .map(|s| {
+                                if s.is_empty() {
+                                    return None;
+                                }
+                                let total: f64 = s.iter().map(|v| match v {
+                                    Val::I(x) => *x as f64,
+                                    Val::F(x) => *x,
+                                    _ => 0.0,
+                                }).sum();
+                                Some(if avg { total / s.len() as f64 } else { total })
+                            })
+                            .collect::<Float64Array>(),
+                    )
+                }
+                AggFunc::Min | AggFunc::Max => {
+                    let max = call.func == AggFunc::Max;
+                    let best = sets
+                        .into_iter()
+                        .map(|s| {
+                            let it = s.into_iter();
+                            if max {
+                                it.max_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal))
+                            } else {
+                                it.min_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal))
+                            }
+                        })
+                        .collect();
+                    vals_to_array(best, &call.ty)
+                }
+            },
+        })
+    }
+}
+
+fn vals_to_array(v: Vec<Option<Val>>, ty: &DataType) -> ArrayRef {
+    match ty {
+        DataType::Int64 => Arc::new(v.into_iter().map(|x| match x { Some(Val::I(i)) => Some(i), _ => None }).collect::<Int64Array>()),
+        DataType::Float64 => Arc::new(v.into_iter().map(|x| match x { Some(Val::F(f)) => Some(f), _ => None }).collect::<Float64Array>()),
+        DataType::Timestamp(..) => Arc::new(
+            v.into_iter().map(|x| match x { Some(Val::I(i)) => Some(i), _ => None }).collect::<TimestampNanosecondArray>().with_timezone("UTC"),
+        ),
+        DataType::Boolean => Arc::new(v.into_iter().map(|x| match x { Some(Val::B(b)) => Some(b), _ => None }).collect::<BooleanArray>()),
+        _ => Arc::new(v.into_iter().map(|x| match x { Some(Val::S(s)) => Some(s), _ => None }).collect::<StringArray>()),
+    }
+}
+
+/// Group `batches` by `group` and compute `aggs`; output columns are the
+/// group keys then the aggregates.
+pub fn run(schema: &SchemaRef, batches: &[RecordBatch], group: &[Expr], aggs: &[AggCall], budget: &dyn Fn(usize) -> Result<(), SqlError>) -> Result<Vec<RecordBatch>, SqlError> {
+    let mut accs: Vec<Acc> = aggs.iter().map(Acc::new).collect();
+    let key_types: Vec<DataType> = group.iter().map(Expr::data_type).map(|t| if t == DataType::Null { DataType::Utf8 } else { t }).collect();
+    let conv = RowConverter::new(key_types.iter().map(|t| SortField::new(t.clone())).collect())?;
+    let mut index: HashMap<Box<[u8]>, usize> = HashMap::new();
+    let mut first_rows: Vec<Box<[u8]>> = Vec::new();
+    let mut n_groups = if group.is_empty() { 1 } else { 0 };
+    for a in &mut accs {
+        a.resize(n_groups);
+    }
+    let mut gids: Vec<usize> = Vec::new();
+    for b in batches {
+        let rows_n = b.num_rows();
+        if rows_n == 0 {
+            continue;
+        }
+        gids.clear();
+        if group.is_empty() {
+            gids.resize(rows_n, 0);
+        } else {
+            let keys = group
+                .iter()
+                .zip(&key_types)
+                .map(|(g, t)| {
+                    let a = eval(g, b)?;
+                    if a.data_type() == t { Ok(a) } else { super::super::expr::cast_array(&a, t) }
+                })
+                .collect::<Result<Vec<_>, SqlError>>()?;
+            let rows = conv.convert_columns(&keys)?;
+            for i in 0..rows_n {
+                let r = rows.row(i);
+                let bytes: &[u8] = r.as_ref();
+                let id = if let Some(&g) = index.get(bytes) {
+                    g
+                } else {
+                    let g = n_groups;
+                    n_groups += 1;
+                    index.insert(bytes.into(), g);
+                    first_rows.push(bytes.into());
+                    g
+                };
+                gids.push(id);
+            }
+            for a in &mut accs {
+                a.resize(n_groups);
+            }
+            budget(n_groups * (64 + 16 * aggs.len()))?;
+        }
+        for (acc, call) in accs.iter_mut().zip(aggs) {
+            let arg = call.arg.as_ref().map(|e| eval(e, b)).transpose()?;
+            acc.update(&gids, arg.as_ref())?;
+        }
+    }
+    let mut cols: Vec<ArrayRef> = if group.is_empty() {
+        Vec::new()
+    } else {
+        let parser = conv.parser();
+        let rows = first_rows.iter().map(|r| parser.parse(r));
+        conv.convert_rows(rows)?
+    };
+    for (acc, call) in accs.into_iter().zip(aggs) {
+        cols.push(acc.finish(call)?);
+    }
+    // Group key casts for NULL-typed keys.
+    let cols = cols
+        .into_iter()
+        .zip(schema.fields())
+        .map(|(c, f)| if c.data_type() == f.data_type() { Ok(c) } else { super::super::expr::cast_array(&c, f.data_type()) })
+        .collect::<Result<Vec<_>, SqlError>>()?;
+    let options = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(n_groups));
+    Ok(vec![RecordBatch::try_new_with_options(schema.clone(), cols, &options)?])
+}

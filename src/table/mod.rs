@@ -1,0 +1,16 @@
+//! The logical tables: Arrow schemas of `runs`, `steps`, `tool_calls`,
+//! `trajectories`, `judgments` and `sources`, and builders that turn
+//! Storyline documents into record batches.
+//!
+//! One definition serves three readers: the Storyline Lance store writes
+//! these columns (without `source_path`), SQL reads exchange files in place
+//! through the same builders, and `DESCRIBE` / `docs/query-model.md` print
+//! the column docs. Depends on `formats` only.
+
+mod builder;
+mod columns;
+mod derive;
+
+pub use builder::{Cell, TableBuilder};
+pub use columns::{ColType, Column, Table};
+pub use derive::{json_text, metric_f64, metric_i64, prompt_text, MessageKind};
