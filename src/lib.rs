@@ -10,8 +10,9 @@
 //! Nothing below `cli` prints; library code returns values and errors.
 
 pub mod catalog;
-pub mod dataset;
 pub mod cli;
+pub mod corpus;
+pub mod dataset;
 pub mod error;
 pub mod formats;
 pub mod sql;

@@ -215,13 +215,23 @@ pub struct Table {
 impl Table {
     /// A table with these column headers.
     pub fn new(headers: &[(&'static str, Align)]) -> Self {
-        Self::with_headers(headers.iter().map(|(h, a)| ((*h).to_string(), *a)).collect())
+        Self::with_headers(
+            headers
+                .iter()
+                .map(|(h, a)| ((*h).to_string(), *a))
+                .collect(),
+        )
     }
 
     /// A table with owned column headers.
     pub fn with_headers(headers: Vec<(String, Align)>) -> Self {
         let n = headers.len();
-        Table { headers, limits: vec![None; n], rows: Vec::new(), footer: None }
+        Table {
+            headers,
+            limits: vec![None; n],
+            rows: Vec::new(),
+            footer: None,
+        }
     }
 
     /// Cut cells of column `idx` to `chars` characters (for free text such
@@ -286,7 +296,10 @@ impl Table {
             out.push_str(parts.join("  ").trim_end());
             out.push('\n');
         };
-        line(&mut out, &mut self.headers.iter().map(|(h, a)| (h.as_str(), *a)));
+        line(
+            &mut out,
+            &mut self.headers.iter().map(|(h, a)| (h.as_str(), *a)),
+        );
         for r in &self.rows {
             line(
                 &mut out,

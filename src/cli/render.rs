@@ -7,7 +7,9 @@
 use std::io::Write;
 
 use arrow::array::{Array, AsArray};
-use arrow::datatypes::{DataType, Float64Type, Int64Type, SchemaRef, TimestampNanosecondType, UInt64Type};
+use arrow::datatypes::{
+    DataType, Float64Type, Int64Type, SchemaRef, TimestampNanosecondType, UInt64Type,
+};
 use arrow::record_batch::RecordBatch;
 use serde_json::Value;
 
@@ -25,7 +27,9 @@ pub fn cell_text(a: &dyn Array, i: usize) -> Option<String> {
         DataType::UInt64 => a.as_primitive::<UInt64Type>().value(i).to_string(),
         DataType::Float64 => float_text(a.as_primitive::<Float64Type>().value(i)),
         DataType::Boolean => a.as_boolean().value(i).to_string(),
-        DataType::Timestamp(..) => format_rfc3339(a.as_primitive::<TimestampNanosecondType>().value(i)),
+        DataType::Timestamp(..) => {
+            format_rfc3339(a.as_primitive::<TimestampNanosecondType>().value(i))
+        }
         DataType::Null => return None,
         other => format!("<{other}>"),
     })
@@ -41,7 +45,8 @@ pub fn cell_json(a: &dyn Array, i: usize) -> Value {
         DataType::UInt64 => Value::from(a.as_primitive::<UInt64Type>().value(i)),
         DataType::Float64 => {
             let f = a.as_primitive::<Float64Type>().value(i);
-            serde_json::Number::from_f64(f).map_or_else(|| Value::String(f.to_string()), Value::Number)
+            serde_json::Number::from_f64(f)
+                .map_or_else(|| Value::String(f.to_string()), Value::Number)
         }
         DataType::Boolean => Value::Bool(a.as_boolean().value(i)),
         _ => cell_text(a, i).map_or(Value::Null, Value::String),
@@ -58,7 +63,11 @@ pub struct Bounded<W> {
 impl<W: Write> Bounded<W> {
     /// Wrap `inner` with a byte bound.
     pub fn new(inner: W, limit: u64) -> Self {
-        Bounded { inner, written: 0, limit }
+        Bounded {
+            inner,
+            written: 0,
+            limit,
+        }
     }
 
     /// Bytes written so far.
@@ -100,8 +109,16 @@ impl<W: Write> Write for Bounded<W> {
 }
 
 /// JSON Lines: one object per row, keys in column order.
-pub fn write_jsonl(w: &mut dyn Write, schema: &SchemaRef, batches: &[RecordBatch]) -> std::io::Result<()> {
-    let names: Vec<String> = schema.fields().iter().map(|f| serde_json::to_string(f.name()).unwrap_or_default()).collect();
+pub fn write_jsonl(
+    w: &mut dyn Write,
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+) -> std::io::Result<()> {
+    let names: Vec<String> = schema
+        .fields()
+        .iter()
+        .map(|f| serde_json::to_string(f.name()).unwrap_or_default())
+        .collect();
     let mut line = Vec::with_capacity(256);
     for b in batches {
         for i in 0..b.num_rows() {
@@ -113,7 +130,8 @@ pub fn write_jsonl(w: &mut dyn Write, schema: &SchemaRef, batches: &[RecordBatch
                 }
                 line.extend_from_slice(name.as_bytes());
                 line.push(b':');
-                serde_json::to_writer(&mut line, &cell_json(b.column(c).as_ref(), i)).map_err(std::io::Error::other)?;
+                serde_json::to_writer(&mut line, &cell_json(b.column(c).as_ref(), i))
+                    .map_err(std::io::Error::other)?;
             }
             line.extend_from_slice(b"}\n");
             w.write_all(&line)?;
@@ -131,8 +149,16 @@ fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// CSV with a header row (RFC 4180 quoting; NULL is an empty field).
-pub fn write_csv(w: &mut dyn Write, schema: &SchemaRef, batches: &[RecordBatch]) -> std::io::Result<()> {
-    let header: Vec<String> = schema.fields().iter().map(|f| csv_field(f.name()).into_owned()).collect();
+pub fn write_csv(
+    w: &mut dyn Write,
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+) -> std::io::Result<()> {
+    let header: Vec<String> = schema
+        .fields()
+        .iter()
+        .map(|f| csv_field(f.name()).into_owned())
+        .collect();
     writeln!(w, "{}", header.join(","))?;
     let mut line = String::new();
     for b in batches {
@@ -157,13 +183,24 @@ pub fn write_csv(w: &mut dyn Write, schema: &SchemaRef, batches: &[RecordBatch])
 const TABLE_CELL_CHARS: usize = 60;
 
 /// An aligned table (cells escaped and cut at 60 characters).
-pub fn write_table(w: &mut dyn Write, schema: &SchemaRef, batches: &[RecordBatch]) -> std::io::Result<()> {
+pub fn write_table(
+    w: &mut dyn Write,
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+) -> std::io::Result<()> {
     use super::out::{Align, Table};
     let heads: Vec<(String, Align)> = schema
         .fields()
         .iter()
         .map(|f| {
-            let align = if matches!(f.data_type(), DataType::Int64 | DataType::Float64 | DataType::UInt64) { Align::Right } else { Align::Left };
+            let align = if matches!(
+                f.data_type(),
+                DataType::Int64 | DataType::Float64 | DataType::UInt64
+            ) {
+                Align::Right
+            } else {
+                Align::Left
+            };
             (f.name().clone(), align)
         })
         .collect();
@@ -174,7 +211,11 @@ pub fn write_table(w: &mut dyn Write, schema: &SchemaRef, batches: &[RecordBatch
     let mut rows = 0usize;
     for b in batches {
         for i in 0..b.num_rows() {
-            t.row((0..b.num_columns()).map(|c| cell_text(b.column(c).as_ref(), i).unwrap_or_else(|| "NULL".into())).collect());
+            t.row(
+                (0..b.num_columns())
+                    .map(|c| cell_text(b.column(c).as_ref(), i).unwrap_or_else(|| "NULL".into()))
+                    .collect(),
+            );
             rows += 1;
         }
     }

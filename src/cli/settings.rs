@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 
-use super::{Cli, Command, DatasetArgs, DiscoveryArgs, ErrorsArg, OutputFormatArg, QueryArgs, QueryFormatArg};
+use super::{
+    Cli, Command, DatasetArgs, DiscoveryArgs, ErrorsArg, OutputFormatArg, QueryArgs, QueryFormatArg,
+};
 use crate::catalog::{DatasetUri, DiscoveryLimits};
 
 /// Problems with flags, the environment or the settings file.
@@ -50,7 +52,9 @@ pub enum SettingsError {
     #[error(transparent)]
     Dataset(#[from] crate::catalog::CatalogError),
     /// An output file already exists.
-    #[error("output file `{path}` already exists; choose a new path (outputs are never overwritten)")]
+    #[error(
+        "output file `{path}` already exists; choose a new path (outputs are never overwritten)"
+    )]
     OutputExists {
         /// The path.
         path: String,
@@ -291,7 +295,11 @@ impl Settings {
             Command::Query(a) => {
                 let q = query_settings(a, env, settings_path.as_deref())?;
                 let json = q.format == QueryFormat::Jsonl && q.output.is_none();
-                let fmt = if json { OutputFormatArg::Json } else { OutputFormatArg::Table };
+                let fmt = if json {
+                    OutputFormatArg::Json
+                } else {
+                    OutputFormatArg::Table
+                };
                 (CommandSettings::Query(Box::new(q)), fmt)
             }
         };
@@ -359,12 +367,24 @@ fn settings_location(flag: Option<&Path>, env: &Env) -> Option<PathBuf> {
 
 fn discovery(a: &DiscoveryArgs) -> Result<(DiscoveryLimits, bool), SettingsError> {
     if a.max_files == 0 {
-        return Err(SettingsError::InvalidValue { flag: "--max-files", reason: "must be > 0".into() });
+        return Err(SettingsError::InvalidValue {
+            flag: "--max-files",
+            reason: "must be > 0".into(),
+        });
     }
     if a.max_entries == 0 {
-        return Err(SettingsError::InvalidValue { flag: "--max-entries", reason: "must be > 0".into() });
+        return Err(SettingsError::InvalidValue {
+            flag: "--max-entries",
+            reason: "must be > 0".into(),
+        });
     }
-    Ok((DiscoveryLimits { max_files: a.max_files, max_entries: a.max_entries }, a.errors == ErrorsArg::Strict))
+    Ok((
+        DiscoveryLimits {
+            max_files: a.max_files,
+            max_entries: a.max_entries,
+        },
+        a.errors == ErrorsArg::Strict,
+    ))
 }
 
 fn default_warehouse(env: &Env, settings_path: Option<&Path>) -> Result<DatasetUri, SettingsError> {
@@ -376,31 +396,54 @@ fn default_warehouse(env: &Env, settings_path: Option<&Path>) -> Result<DatasetU
     Ok(DatasetUri::local(Path::new(&w), &env.cwd))
 }
 
-fn read_settings(a: &DatasetArgs, env: &Env, settings_path: Option<&Path>) -> Result<ReadSettings, SettingsError> {
+fn read_settings(
+    a: &DatasetArgs,
+    env: &Env,
+    settings_path: Option<&Path>,
+) -> Result<ReadSettings, SettingsError> {
     let (limits, strict) = discovery(&a.discovery)?;
     let dataset = match &a.dataset {
         Some(uri) => DatasetUri::parse(uri, &env.cwd)?,
         None => default_warehouse(env, settings_path)?,
     };
-    Ok(ReadSettings { dataset, limits, strict })
+    Ok(ReadSettings {
+        dataset,
+        limits,
+        strict,
+    })
 }
 
 fn positive(flag: &'static str, v: u64) -> Result<u64, SettingsError> {
     if v == 0 {
-        return Err(SettingsError::InvalidValue { flag, reason: "must be > 0".into() });
+        return Err(SettingsError::InvalidValue {
+            flag,
+            reason: "must be > 0".into(),
+        });
     }
     Ok(v)
 }
 
-fn query_settings(a: &QueryArgs, env: &Env, settings_path: Option<&Path>) -> Result<QuerySettings, SettingsError> {
+fn query_settings(
+    a: &QueryArgs,
+    env: &Env,
+    settings_path: Option<&Path>,
+) -> Result<QuerySettings, SettingsError> {
     let (limits, strict) = discovery(&a.discovery)?;
     let (positional, sql) = match a.args.as_slice() {
         [sql] => (None, sql.clone()),
         [ds, sql] => (Some(ds.as_str()), sql.clone()),
-        _ => return Err(SettingsError::InvalidValue { flag: "SQL", reason: "give the SQL text (and optionally a Dataset before it)".into() }),
+        _ => {
+            return Err(SettingsError::InvalidValue {
+                flag: "SQL",
+                reason: "give the SQL text (and optionally a Dataset before it)".into(),
+            })
+        }
     };
     if sql.trim().is_empty() {
-        return Err(SettingsError::InvalidValue { flag: "SQL", reason: "the query is empty".into() });
+        return Err(SettingsError::InvalidValue {
+            flag: "SQL",
+            reason: "the query is empty".into(),
+        });
     }
     let mut mounts: Vec<(String, DatasetUri)> = Vec::new();
     if let Some(ds) = positional {
@@ -408,18 +451,31 @@ fn query_settings(a: &QueryArgs, env: &Env, settings_path: Option<&Path>) -> Res
     }
     for m in &a.mounts {
         let Some((name, uri)) = m.split_once('=') else {
-            return Err(SettingsError::InvalidValue { flag: "--dataset", reason: format!("`{m}` is not NAME=URI") });
+            return Err(SettingsError::InvalidValue {
+                flag: "--dataset",
+                reason: format!("`{m}` is not NAME=URI"),
+            });
         };
-        let valid = name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-            && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        let valid = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
         if !valid {
             return Err(SettingsError::InvalidValue {
                 flag: "--dataset",
-                reason: format!("mount name `{name}` must be a lowercase identifier ([a-z_][a-z0-9_]*)"),
+                reason: format!(
+                    "mount name `{name}` must be a lowercase identifier ([a-z_][a-z0-9_]*)"
+                ),
             });
         }
         if mounts.iter().any(|(n, _)| n == name) {
-            return Err(SettingsError::InvalidValue { flag: "--dataset", reason: format!("mount name `{name}` is used twice") });
+            return Err(SettingsError::InvalidValue {
+                flag: "--dataset",
+                reason: format!("mount name `{name}` is used twice"),
+            });
         }
         mounts.push((name.to_string(), DatasetUri::parse(uri, &env.cwd)?));
     }
@@ -427,7 +483,10 @@ fn query_settings(a: &QueryArgs, env: &Env, settings_path: Option<&Path>) -> Res
         mounts.push(("dataset".into(), default_warehouse(env, settings_path)?));
     }
     if !a.timeout.is_finite() || a.timeout <= 0.0 {
-        return Err(SettingsError::InvalidValue { flag: "--timeout", reason: "must be a positive number of seconds".into() });
+        return Err(SettingsError::InvalidValue {
+            flag: "--timeout",
+            reason: "must be a positive number of seconds".into(),
+        });
     }
     let output = match a.output.as_deref() {
         None | Some("-") => None,

@@ -16,7 +16,9 @@ use arrow::record_batch::RecordBatch;
 use rayon::prelude::*;
 
 use crate::catalog::read::{read_source, ReadFailure};
-use crate::catalog::{CatalogError, CatalogSnapshot, DatasetUri, DiscoveryLimits, Source, SourceKind, SourceStatus};
+use crate::catalog::{
+    CatalogError, CatalogSnapshot, DatasetUri, DiscoveryLimits, Source, SourceKind, SourceStatus,
+};
 use crate::formats::atif::Projection;
 use crate::formats::DecodeOptions;
 use crate::sql::{Provider, SqlError};
@@ -44,21 +46,45 @@ pub struct Mounts {
 
 impl std::fmt::Debug for Mounts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mounts").field("mounts", &self.mounts).field("strict", &self.strict).finish_non_exhaustive()
+        f.debug_struct("Mounts")
+            .field("mounts", &self.mounts)
+            .field("strict", &self.strict)
+            .finish_non_exhaustive()
     }
 }
 
 /// All relation names, in the order `DESCRIBE`-style listings show them.
-pub const RELATIONS: [&str; 7] = ["sources", "runs", "trajectories", "steps", "tool_calls", "events", "judgments"];
+pub const RELATIONS: [&str; 7] = [
+    "sources",
+    "runs",
+    "trajectories",
+    "steps",
+    "tool_calls",
+    "events",
+    "judgments",
+];
 
 impl Mounts {
     /// Pin each (name, URI) pair.
-    pub fn open(specs: &[(String, DatasetUri)], limits: DiscoveryLimits, strict: bool, max_document_bytes: u64) -> Result<Self, CatalogError> {
+    pub fn open(
+        specs: &[(String, DatasetUri)],
+        limits: DiscoveryLimits,
+        strict: bool,
+        max_document_bytes: u64,
+    ) -> Result<Self, CatalogError> {
         let mut mounts = Vec::with_capacity(specs.len());
         for (name, uri) in specs {
-            mounts.push(Mount { name: name.clone(), snapshot: CatalogSnapshot::open(uri, limits, false)? });
+            mounts.push(Mount {
+                name: name.clone(),
+                snapshot: CatalogSnapshot::open(uri, limits, false)?,
+            });
         }
-        Ok(Mounts { mounts, strict, max_document_bytes, warnings: Mutex::new(Vec::new()) })
+        Ok(Mounts {
+            mounts,
+            strict,
+            max_document_bytes,
+            warnings: Mutex::new(Vec::new()),
+        })
     }
 
     /// The mounts.
@@ -68,7 +94,11 @@ impl Mounts {
 
     /// Warnings collected while scanning: (code, message).
     pub fn take_warnings(&self) -> Vec<(String, String)> {
-        let mut w = self.warnings.lock().map(|mut g| std::mem::take(&mut *g)).unwrap_or_default();
+        let mut w = self
+            .warnings
+            .lock()
+            .map(|mut g| std::mem::take(&mut *g))
+            .unwrap_or_default();
         w.sort();
         w.dedup();
         w
@@ -126,7 +156,18 @@ pub fn events_schema() -> SchemaRef {
 /// (name, type, nullable, description) of every column of a relation.
 pub fn describe_relation(relation: &str) -> Vec<(String, String, bool, String)> {
     if let Some(t) = Table::from_name(relation) {
-        return t.columns().iter().map(|c| (c.name.to_string(), c.ty.sql_name().to_string(), c.nullable, c.doc.to_string())).collect();
+        return t
+            .columns()
+            .iter()
+            .map(|c| {
+                (
+                    c.name.to_string(),
+                    c.ty.sql_name().to_string(),
+                    c.nullable,
+                    c.doc.to_string(),
+                )
+            })
+            .collect();
     }
     let (schema, docs): (SchemaRef, &[&str]) = match relation {
         "sources" => (sources_schema(), SOURCE_DOCS),
@@ -136,7 +177,14 @@ pub fn describe_relation(relation: &str) -> Vec<(String, String, bool, String)> 
         .fields()
         .iter()
         .zip(docs)
-        .map(|(f, d)| (f.name().clone(), crate::sql::value::type_name(f.data_type()).to_string(), f.is_nullable(), (*d).to_string()))
+        .map(|(f, d)| {
+            (
+                f.name().clone(),
+                crate::sql::value::type_name(f.data_type()).to_string(),
+                f.is_nullable(),
+                (*d).to_string(),
+            )
+        })
         .collect()
 }
 
@@ -180,21 +228,71 @@ fn skeleton_safe(table: Table, column: &str) -> bool {
     }
     let safe: &[&str] = match table {
         Table::Runs => &[
-            "storage_ordinal", "trajectory_id", "attempt_id", "format", "agent_id", "agent_name", "agent_version", "agent_model_name",
-            "parent_document_id", "parent_tool_call_id", "parent_step_id", "started_at", "finished_at", "step_count", "tool_call_count",
-            "continued_trajectory_ref", "agent_tool_definitions", "agent_extra", "children", "origin", "parent", "schema_version",
-            "started_at_raw", "finished_at_raw",
+            "storage_ordinal",
+            "trajectory_id",
+            "attempt_id",
+            "format",
+            "agent_id",
+            "agent_name",
+            "agent_version",
+            "agent_model_name",
+            "parent_document_id",
+            "parent_tool_call_id",
+            "parent_step_id",
+            "started_at",
+            "finished_at",
+            "step_count",
+            "tool_call_count",
+            "continued_trajectory_ref",
+            "agent_tool_definitions",
+            "agent_extra",
+            "children",
+            "origin",
+            "parent",
+            "schema_version",
+            "started_at_raw",
+            "finished_at_raw",
         ],
         Table::Trajectories => &[
-            "parent_document_id", "agent_id", "agent_name", "model_name", "format", "step_count", "user_step_count", "agent_step_count",
-            "tool_call_count", "started_at", "finished_at",
+            "parent_document_id",
+            "agent_id",
+            "agent_name",
+            "model_name",
+            "format",
+            "step_count",
+            "user_step_count",
+            "agent_step_count",
+            "tool_call_count",
+            "started_at",
+            "finished_at",
         ],
         Table::Steps => &[
-            "step_id", "turn_ordinal", "timestamp", "step_source", "kind", "effective_kind", "model_name", "tool_call_count",
-            "llm_call_count", "is_copied_context", "had_tool_calls", "timestamp_raw", "finished_at", "finished_at_raw",
+            "step_id",
+            "turn_ordinal",
+            "timestamp",
+            "step_source",
+            "kind",
+            "effective_kind",
+            "model_name",
+            "tool_call_count",
+            "llm_call_count",
+            "is_copied_context",
+            "had_tool_calls",
+            "timestamp_raw",
+            "finished_at",
+            "finished_at_raw",
         ],
         Table::ToolCalls => &[
-            "step_id", "turn_ordinal", "call_index", "tool_call_id", "function_name", "timestamp", "status", "exit_code", "kind", "response",
+            "step_id",
+            "turn_ordinal",
+            "call_index",
+            "tool_call_id",
+            "function_name",
+            "timestamp",
+            "status",
+            "exit_code",
+            "kind",
+            "response",
         ],
         Table::Judgments => return true,
     };
@@ -232,7 +330,12 @@ impl Provider for Mounts {
         _limit: Option<usize>,
         check: &(dyn Fn() -> Result<(), SqlError> + Sync),
     ) -> Result<Vec<RecordBatch>, SqlError> {
-        let mount = self.mount(dataset).ok_or_else(|| SqlError::UnknownRelation { name: dataset.to_string(), hint: String::new() })?;
+        let mount = self
+            .mount(dataset)
+            .ok_or_else(|| SqlError::UnknownRelation {
+                name: dataset.to_string(),
+                hint: String::new(),
+            })?;
         match relation {
             "sources" => {
                 let full = sources_batch(&mount.snapshot.sources)?;
@@ -244,7 +347,10 @@ impl Provider for Mounts {
                 Ok(vec![RecordBatch::new_empty(schema)])
             }
             other => {
-                let table = Table::from_name(other).ok_or_else(|| SqlError::UnknownRelation { name: other.to_string(), hint: String::new() })?;
+                let table = Table::from_name(other).ok_or_else(|| SqlError::UnknownRelation {
+                    name: other.to_string(),
+                    hint: String::new(),
+                })?;
                 self.scan_documents(mount, table, columns, post, check)
             }
         }
@@ -264,24 +370,37 @@ impl Mounts {
         let skeleton = columns.iter().all(|&i| skeleton_safe(table, cols[i].name));
         let opts = DecodeOptions {
             max_document_bytes: self.max_document_bytes,
-            projection: if skeleton { Projection::Skeleton } else { Projection::Full },
+            projection: if skeleton {
+                Projection::Skeleton
+            } else {
+                Projection::Full
+            },
         };
         let readable: Vec<&Source> = mount
             .snapshot
             .sources
             .iter()
             .filter(|s| {
-                if s.kind == SourceKind::Store || s.format == crate::formats::SourceFormat::EventsLance {
+                if s.kind == SourceKind::Store
+                    || s.format == crate::formats::SourceFormat::EventsLance
+                {
                     return false;
                 }
-                if s.status == SourceStatus::Error && s.format == crate::formats::SourceFormat::Unknown {
+                if s.status == SourceStatus::Error
+                    && s.format == crate::formats::SourceFormat::Unknown
+                {
                     return false;
                 }
                 true
             })
             .collect();
         if self.strict {
-            if let Some(s) = mount.snapshot.sources.iter().find(|s| s.status == SourceStatus::Error) {
+            if let Some(s) = mount
+                .snapshot
+                .sources
+                .iter()
+                .find(|s| s.status == SourceStatus::Error)
+            {
                 let r = s.reason.clone();
                 return Err(SqlError::Source {
                     code: "PC-CAT-010",
@@ -321,15 +440,29 @@ impl Mounts {
                 match read {
                     Ok(r) => {
                         if let Some(d) = r.diagnostics.iter().find(|d| d.degrades()) {
-                            self.warn(d.code, format!("{}: {}: {}", s.source_path, d.pointer, d.message));
+                            self.warn(
+                                d.code,
+                                format!("{}: {}: {}", s.source_path, d.pointer, d.message),
+                            );
                         }
                     }
-                    Err(ReadFailure::Fatal(e)) => return Err(SqlError::Source { code: e.code(), message: e.to_string() }),
+                    Err(ReadFailure::Fatal(e)) => {
+                        return Err(SqlError::Source {
+                            code: e.code(),
+                            message: e.to_string(),
+                        })
+                    }
                     Err(ReadFailure::Source(e)) => {
                         if self.strict {
-                            return Err(SqlError::Source { code: e.code(), message: e.to_string() });
+                            return Err(SqlError::Source {
+                                code: e.code(),
+                                message: e.to_string(),
+                            });
                         }
-                        self.warn(e.code(), format!("skipped {}: {}", s.source_path, e.detail()));
+                        self.warn(
+                            e.code(),
+                            format!("skipped {}: {}", s.source_path, e.detail()),
+                        );
                         return Ok(Vec::new());
                     }
                 }
@@ -352,7 +485,9 @@ impl Mounts {
 }
 
 fn sources_batch(sources: &[Source]) -> Result<RecordBatch, SqlError> {
-    let text = |f: &dyn Fn(&Source) -> Option<String>| -> ArrayRef { std::sync::Arc::new(sources.iter().map(f).collect::<StringArray>()) };
+    let text = |f: &dyn Fn(&Source) -> Option<String>| -> ArrayRef {
+        std::sync::Arc::new(sources.iter().map(f).collect::<StringArray>())
+    };
     let cols: Vec<ArrayRef> = vec![
         text(&|s| Some(s.source_path.clone())),
         text(&|s| Some(s.format.name().to_string())),
@@ -363,7 +498,12 @@ fn sources_batch(sources: &[Source]) -> Result<RecordBatch, SqlError> {
         text(&|s| Some(s.status.name().to_string())),
         text(&|s| s.reason.as_ref().map(|r| r.code.to_string())),
         text(&|s| s.reason.as_ref().map(|r| r.message.clone())),
-        std::sync::Arc::new(sources.iter().map(|s| s.size as i64).collect::<Int64Array>()),
+        std::sync::Arc::new(
+            sources
+                .iter()
+                .map(|s| s.size as i64)
+                .collect::<Int64Array>(),
+        ),
     ];
     Ok(RecordBatch::try_new(sources_schema(), cols)?)
 }

@@ -7,7 +7,9 @@ use arrow::datatypes::DataType;
 use sqlparser::ast as sql;
 
 use super::error::suggest;
-use super::logical::{make_schema, AggCall, AggFunc, BinOp, Expr, Func, JoinKind, Plan, SortKey, WinFunc, WindowCall};
+use super::logical::{
+    make_schema, AggCall, AggFunc, BinOp, Expr, Func, JoinKind, Plan, SortKey, WinFunc, WindowCall,
+};
 use super::value::{common_type, is_numeric, ts_type, type_name, Scalar};
 use super::{Provider, SqlError};
 
@@ -34,7 +36,12 @@ struct Scope {
 
 impl Scope {
     fn schema(&self) -> arrow::datatypes::SchemaRef {
-        make_schema(self.cols.iter().map(|c| (c.name.clone(), c.ty.clone(), c.nullable)).collect())
+        make_schema(
+            self.cols
+                .iter()
+                .map(|c| (c.name.clone(), c.ty.clone(), c.nullable))
+                .collect(),
+        )
     }
 
     fn resolve(&self, qualifier: Option<&str>, name: &str) -> Result<usize, SqlError> {
@@ -45,7 +52,10 @@ impl Scope {
             .filter(|(_, c)| {
                 c.name.eq_ignore_ascii_case(name)
                     && match qualifier {
-                        Some(q) => c.qualifier.as_deref().is_some_and(|cq| cq.eq_ignore_ascii_case(q)),
+                        Some(q) => c
+                            .qualifier
+                            .as_deref()
+                            .is_some_and(|cq| cq.eq_ignore_ascii_case(q)),
                         None => true,
                     }
             })
@@ -60,7 +70,10 @@ impl Scope {
             }
             [first, ..] => Err(SqlError::AmbiguousColumn {
                 name: name.to_string(),
-                example: format!("{}.{name}", self.cols[*first].qualifier.as_deref().unwrap_or("t")),
+                example: format!(
+                    "{}.{name}",
+                    self.cols[*first].qualifier.as_deref().unwrap_or("t")
+                ),
             }),
         }
     }
@@ -127,12 +140,20 @@ pub(crate) struct Binder<'a> {
 fn func_args(f: &sql::Function) -> Result<(Vec<&sql::Expr>, bool, bool), SqlError> {
     match &f.args {
         sql::FunctionArguments::None => Ok((vec![], false, false)),
-        sql::FunctionArguments::Subquery(_) => Err(SqlError::unsupported("subquery as a function argument")),
+        sql::FunctionArguments::Subquery(_) => {
+            Err(SqlError::unsupported("subquery as a function argument"))
+        }
         sql::FunctionArguments::List(list) => {
             if !list.clauses.is_empty() {
-                return Err(SqlError::unsupported(format!("clauses inside {}(…)", object_name(&f.name))));
+                return Err(SqlError::unsupported(format!(
+                    "clauses inside {}(…)",
+                    object_name(&f.name)
+                )));
             }
-            let distinct = matches!(list.duplicate_treatment, Some(sql::DuplicateTreatment::Distinct));
+            let distinct = matches!(
+                list.duplicate_treatment,
+                Some(sql::DuplicateTreatment::Distinct)
+            );
             let mut out = Vec::new();
             let mut star = false;
             for a in &list.args {
@@ -150,10 +171,16 @@ fn func_args(f: &sql::Function) -> Result<(Vec<&sql::Expr>, bool, bool), SqlErro
 fn literal_usize(e: &sql::Expr, what: &str) -> Result<usize, SqlError> {
     match e {
         sql::Expr::Value(v) => match &v.value {
-            sql::Value::Number(n, _) => n.parse::<usize>().map_err(|_| SqlError::plan(format!("{what} must be a non-negative integer, got {n}"))),
-            other => Err(SqlError::plan(format!("{what} must be a non-negative integer, got {other}"))),
+            sql::Value::Number(n, _) => n.parse::<usize>().map_err(|_| {
+                SqlError::plan(format!("{what} must be a non-negative integer, got {n}"))
+            }),
+            other => Err(SqlError::plan(format!(
+                "{what} must be a non-negative integer, got {other}"
+            ))),
         },
-        other => Err(SqlError::plan(format!("{what} must be a non-negative integer literal, got {other}"))),
+        other => Err(SqlError::plan(format!(
+            "{what} must be a non-negative integer literal, got {other}"
+        ))),
     }
 }
 
@@ -162,8 +189,11 @@ fn cast_type(t: &sql::DataType) -> Result<DataType, SqlError> {
     let s = t.to_string().to_ascii_uppercase();
     let head = s.split(['(', ' ']).next().unwrap_or("");
     Ok(match head {
-        "INT" | "INTEGER" | "BIGINT" | "SMALLINT" | "TINYINT" | "INT8" | "INT4" | "INT2" | "HUGEINT" | "UBIGINT" => DataType::Int64,
-        "DOUBLE" | "FLOAT" | "REAL" | "DECIMAL" | "NUMERIC" | "FLOAT8" | "FLOAT4" => DataType::Float64,
+        "INT" | "INTEGER" | "BIGINT" | "SMALLINT" | "TINYINT" | "INT8" | "INT4" | "INT2"
+        | "HUGEINT" | "UBIGINT" => DataType::Int64,
+        "DOUBLE" | "FLOAT" | "REAL" | "DECIMAL" | "NUMERIC" | "FLOAT8" | "FLOAT4" => {
+            DataType::Float64
+        }
         "VARCHAR" | "TEXT" | "STRING" | "CHAR" | "CHARACTER" | "JSON" => DataType::Utf8,
         "BOOLEAN" | "BOOL" => DataType::Boolean,
         "TIMESTAMP" | "TIMESTAMPTZ" | "DATETIME" | "DATE" => ts_type(),
@@ -175,7 +205,9 @@ fn number_literal(n: &str) -> Result<Scalar, SqlError> {
     if let Ok(i) = n.parse::<i64>() {
         return Ok(Scalar::Int(i));
     }
-    n.parse::<f64>().map(Scalar::Float).map_err(|_| SqlError::type_error(format!("bad number {n}")))
+    n.parse::<f64>()
+        .map(Scalar::Float)
+        .map_err(|_| SqlError::type_error(format!("bad number {n}")))
 }
 
 /// Wrap `e` in a cast to `to` unless it already has that type.
@@ -185,21 +217,36 @@ fn coerce(e: Expr, to: &DataType) -> Expr {
         return e;
     }
     if let (Expr::Literal(Scalar::Null), _) = (&e, to) {
-        return Expr::Cast { expr: Box::new(e), to: to.clone() };
+        return Expr::Cast {
+            expr: Box::new(e),
+            to: to.clone(),
+        };
     }
-    Expr::Cast { expr: Box::new(e), to: to.clone() }
+    Expr::Cast {
+        expr: Box::new(e),
+        to: to.clone(),
+    }
 }
 
 fn bool_type_check(e: &Expr, what: &str) -> Result<(), SqlError> {
     match e.data_type() {
         DataType::Boolean | DataType::Null => Ok(()),
-        other => Err(SqlError::type_error(format!("{what} must be BOOLEAN, found {}", type_name(&other)))),
+        other => Err(SqlError::type_error(format!(
+            "{what} must be BOOLEAN, found {}",
+            type_name(&other)
+        ))),
     }
 }
 
 impl<'a> Binder<'a> {
     pub(crate) fn new(provider: &'a dyn Provider, statement: &'a sql::Statement) -> Self {
-        Binder { provider, ctes: Vec::new(), depth: 0, next_instance: 0, statement }
+        Binder {
+            provider,
+            ctes: Vec::new(),
+            depth: 0,
+            next_instance: 0,
+            statement,
+        }
     }
 
     fn enter(&mut self) -> Result<(), SqlError> {
@@ -227,8 +274,16 @@ impl<'a> Binder<'a> {
     }
 
     fn query_inner(&mut self, q: &sql::Query) -> Result<(Plan, Scope), SqlError> {
-        if q.fetch.is_some() || !q.locks.is_empty() || q.for_clause.is_some() || q.settings.is_some() || q.format_clause.is_some() || !q.pipe_operators.is_empty() {
-            return Err(SqlError::unsupported("FETCH, FOR, SETTINGS, FORMAT and pipe operators"));
+        if q.fetch.is_some()
+            || !q.locks.is_empty()
+            || q.for_clause.is_some()
+            || q.settings.is_some()
+            || q.format_clause.is_some()
+            || !q.pipe_operators.is_empty()
+        {
+            return Err(SqlError::unsupported(
+                "FETCH, FOR, SETTINGS, FORMAT and pipe operators",
+            ));
         }
         let pushed_cte = if let Some(with) = &q.with {
             if with.recursive {
@@ -239,7 +294,10 @@ impl<'a> Binder<'a> {
                 let name = ident_name(&cte.alias.name);
                 let (plan, mut scope) = self.query(&cte.query)?;
                 let (plan, scope2) = self.apply_alias(plan, &mut scope, &cte.alias)?;
-                self.ctes.last_mut().expect("pushed").insert(name, (plan, scope2));
+                self.ctes
+                    .last_mut()
+                    .expect("pushed")
+                    .insert(name, (plan, scope2));
             }
             true
         } else {
@@ -247,7 +305,11 @@ impl<'a> Binder<'a> {
         };
         let (limit, offset) = match &q.limit_clause {
             None => (None, 0),
-            Some(sql::LimitClause::LimitOffset { limit, offset, limit_by }) => {
+            Some(sql::LimitClause::LimitOffset {
+                limit,
+                offset,
+                limit_by,
+            }) => {
                 if !limit_by.is_empty() {
                     return Err(SqlError::unsupported("LIMIT BY"));
                 }
@@ -256,12 +318,17 @@ impl<'a> Binder<'a> {
                     Some(e) => Some(literal_usize(e, "LIMIT")?),
                     None => None,
                 };
-                let o = offset.as_ref().map(|o| literal_usize(&o.value, "OFFSET")).transpose()?.unwrap_or(0);
+                let o = offset
+                    .as_ref()
+                    .map(|o| literal_usize(&o.value, "OFFSET"))
+                    .transpose()?
+                    .unwrap_or(0);
                 (l, o)
             }
-            Some(sql::LimitClause::OffsetCommaLimit { offset, limit }) => {
-                (Some(literal_usize(limit, "LIMIT")?), literal_usize(offset, "OFFSET")?)
-            }
+            Some(sql::LimitClause::OffsetCommaLimit { offset, limit }) => (
+                Some(literal_usize(limit, "LIMIT")?),
+                literal_usize(offset, "OFFSET")?,
+            ),
         };
         let order: Vec<&sql::OrderByExpr> = match &q.order_by {
             None => vec![],
@@ -299,7 +366,9 @@ impl<'a> Binder<'a> {
                     sql::Expr::Value(v) if matches!(v.value, sql::Value::Number(..)) => {
                         let n = literal_usize(&o.expr, "ORDER BY position")?;
                         if n == 0 || n > scope.cols.len() {
-                            return Err(SqlError::plan(format!("ORDER BY position {n} is not in the select list")));
+                            return Err(SqlError::plan(format!(
+                                "ORDER BY position {n} is not in the select list"
+                            )));
                         }
                         scope.column(n - 1)
                     }
@@ -307,10 +376,18 @@ impl<'a> Binder<'a> {
                 };
                 keys.push(sort_key(expr, &o.options));
             }
-            plan = Plan::Sort { input: Box::new(plan), keys, fetch: limit.map(|l| l + offset) };
+            plan = Plan::Sort {
+                input: Box::new(plan),
+                keys,
+                fetch: limit.map(|l| l + offset),
+            };
         }
         if limit.is_some() || offset > 0 {
-            plan = Plan::Limit { input: Box::new(plan), limit, offset };
+            plan = Plan::Limit {
+                input: Box::new(plan),
+                limit,
+                offset,
+            };
         }
         Ok((plan, scope))
     }
@@ -321,12 +398,20 @@ impl<'a> Binder<'a> {
             sql::SetExpr::Select(sel) => self.select(sel, &[], None, 0),
             sql::SetExpr::Query(q) => self.query(q),
             sql::SetExpr::Values(v) => self.values(v),
-            sql::SetExpr::SetOperation { left, op, set_quantifier, right } => {
+            sql::SetExpr::SetOperation {
+                left,
+                op,
+                set_quantifier,
+                right,
+            } => {
                 if *op != sql::SetOperator::Union {
                     return Err(SqlError::unsupported(format!("{op}")));
                 }
                 let all = matches!(set_quantifier, sql::SetQuantifier::All);
-                let distinct = matches!(set_quantifier, sql::SetQuantifier::None | sql::SetQuantifier::Distinct);
+                let distinct = matches!(
+                    set_quantifier,
+                    sql::SetQuantifier::None | sql::SetQuantifier::Distinct
+                );
                 if !all && !distinct {
                     return Err(SqlError::unsupported(format!("UNION {set_quantifier}")));
                 }
@@ -340,12 +425,24 @@ impl<'a> Binder<'a> {
                 let _ = rs;
                 let (plan, scope) = self.union(inputs, &ls)?;
                 if distinct {
-                    Ok((Plan::Distinct { input: Box::new(plan) }, scope))
+                    Ok((
+                        Plan::Distinct {
+                            input: Box::new(plan),
+                        },
+                        scope,
+                    ))
                 } else {
                     Ok((plan, scope))
                 }
             }
-            other => Err(SqlError::NotReadOnly { what: other.to_string().split_whitespace().next().unwrap_or("statement").to_string() }),
+            other => Err(SqlError::NotReadOnly {
+                what: other
+                    .to_string()
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("statement")
+                    .to_string(),
+            }),
         };
         self.leave();
         r
@@ -356,7 +453,11 @@ impl<'a> Binder<'a> {
         let schemas: Vec<_> = inputs.iter().map(Plan::schema).collect();
         for s in &schemas {
             if s.fields().len() != n {
-                return Err(SqlError::plan(format!("UNION inputs have {} and {} columns", n, s.fields().len())));
+                return Err(SqlError::plan(format!(
+                    "UNION inputs have {} and {} columns",
+                    n,
+                    s.fields().len()
+                )));
             }
         }
         let mut types = Vec::with_capacity(n);
@@ -377,12 +478,23 @@ impl<'a> Binder<'a> {
             }
             types.push(t);
         }
-        let schema = make_schema(first.cols.iter().zip(&types).map(|(c, t)| (c.name.clone(), t.clone(), true)).collect());
+        let schema = make_schema(
+            first
+                .cols
+                .iter()
+                .zip(&types)
+                .map(|(c, t)| (c.name.clone(), t.clone(), true))
+                .collect(),
+        );
         let inputs = inputs
             .into_iter()
             .zip(schemas)
             .map(|(p, s)| {
-                if s.fields().iter().zip(&types).all(|(f, t)| f.data_type() == t) {
+                if s.fields()
+                    .iter()
+                    .zip(&types)
+                    .all(|(f, t)| f.data_type() == t)
+                {
                     return p;
                 }
                 let exprs: Vec<Expr> = s
@@ -390,9 +502,15 @@ impl<'a> Binder<'a> {
                     .iter()
                     .enumerate()
                     .zip(&types)
-                    .map(|((i, f), t)| coerce(Expr::col(i, f.name().clone(), f.data_type().clone()), t))
+                    .map(|((i, f), t)| {
+                        coerce(Expr::col(i, f.name().clone(), f.data_type().clone()), t)
+                    })
                     .collect();
-                Plan::Project { input: Box::new(p), exprs, schema: schema.clone() }
+                Plan::Project {
+                    input: Box::new(p),
+                    exprs,
+                    schema: schema.clone(),
+                }
             })
             .collect();
         let scope = Scope {
@@ -400,7 +518,14 @@ impl<'a> Binder<'a> {
                 .cols
                 .iter()
                 .zip(types)
-                .map(|(c, t)| ScopeCol { qualifier: None, name: c.name.clone(), ty: t, nullable: true, origin: None, hidden: false })
+                .map(|(c, t)| ScopeCol {
+                    qualifier: None,
+                    name: c.name.clone(),
+                    ty: t,
+                    nullable: true,
+                    origin: None,
+                    hidden: false,
+                })
                 .collect(),
         };
         Ok((Plan::Union { inputs, schema }, scope))
@@ -418,8 +543,9 @@ impl<'a> Binder<'a> {
                 if r == 0 {
                     types.push(s.data_type());
                 } else if c < types.len() {
-                    types[c] = common_type(&types[c], &s.data_type())
-                        .ok_or_else(|| SqlError::type_error(format!("VALUES column {} mixes types", c + 1)))?;
+                    types[c] = common_type(&types[c], &s.data_type()).ok_or_else(|| {
+                        SqlError::type_error(format!("VALUES column {} mixes types", c + 1))
+                    })?;
                 }
                 out.push(s);
             }
@@ -428,7 +554,16 @@ impl<'a> Binder<'a> {
             }
             rows.push(out);
         }
-        let types: Vec<DataType> = types.into_iter().map(|t| if t == DataType::Null { DataType::Utf8 } else { t }).collect();
+        let types: Vec<DataType> = types
+            .into_iter()
+            .map(|t| {
+                if t == DataType::Null {
+                    DataType::Utf8
+                } else {
+                    t
+                }
+            })
+            .collect();
         let cols: Vec<ScopeCol> = types
             .iter()
             .enumerate()
@@ -444,15 +579,35 @@ impl<'a> Binder<'a> {
         let scope = Scope { cols };
         let rows = rows
             .into_iter()
-            .map(|row| row.into_iter().zip(&types).map(|(s, t)| super::expr::cast_scalar(s, t)).collect::<Result<Vec<_>, _>>())
+            .map(|row| {
+                row.into_iter()
+                    .zip(&types)
+                    .map(|(s, t)| super::expr::cast_scalar(s, t))
+                    .collect::<Result<Vec<_>, _>>()
+            })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok((Plan::Values { schema: scope.schema(), rows }, scope))
+        Ok((
+            Plan::Values {
+                schema: scope.schema(),
+                rows,
+            },
+            scope,
+        ))
     }
 
-    fn apply_alias(&mut self, plan: Plan, scope: &mut Scope, alias: &sql::TableAlias) -> Result<(Plan, Scope), SqlError> {
+    fn apply_alias(
+        &mut self,
+        plan: Plan,
+        scope: &mut Scope,
+        alias: &sql::TableAlias,
+    ) -> Result<(Plan, Scope), SqlError> {
         let q = ident_name(&alias.name);
         if !alias.columns.is_empty() && alias.columns.len() != scope.cols.len() {
-            return Err(SqlError::plan(format!("alias {q} names {} columns, the query has {}", alias.columns.len(), scope.cols.len())));
+            return Err(SqlError::plan(format!(
+                "alias {q} names {} columns, the query has {}",
+                alias.columns.len(),
+                scope.cols.len()
+            )));
         }
         let mut s = scope.clone();
         for (i, c) in s.cols.iter_mut().enumerate() {
@@ -466,14 +621,31 @@ impl<'a> Binder<'a> {
         }
         let schema = s.schema();
         let exprs = (0..s.cols.len()).map(|i| scope.column(i)).collect();
-        Ok((Plan::Project { input: Box::new(plan), exprs, schema }, s))
+        Ok((
+            Plan::Project {
+                input: Box::new(plan),
+                exprs,
+                schema,
+            },
+            s,
+        ))
     }
 
     fn table_factor(&mut self, t: &sql::TableFactor) -> Result<(Plan, Scope), SqlError> {
         match t {
-            sql::TableFactor::Table { name, alias, args, with_hints, version, sample, .. } => {
+            sql::TableFactor::Table {
+                name,
+                alias,
+                args,
+                with_hints,
+                version,
+                sample,
+                ..
+            } => {
                 if args.is_some() {
-                    return Err(SqlError::NotReadOnly { what: format!("table function {name}") });
+                    return Err(SqlError::NotReadOnly {
+                        what: format!("table function {name}"),
+                    });
                 }
                 if !with_hints.is_empty() || version.is_some() || sample.is_some() {
                     return Err(SqlError::unsupported("table hints, versions and samples"));
@@ -488,16 +660,27 @@ impl<'a> Binder<'a> {
                     .collect();
                 let (plan, mut scope) = match parts.as_slice() {
                     [single] => {
-                        if let Some((p, s)) = self.ctes.iter().rev().find_map(|m| m.get(single)).cloned() {
+                        if let Some((p, s)) =
+                            self.ctes.iter().rev().find_map(|m| m.get(single)).cloned()
+                        {
                             (p, s)
                         } else {
                             let datasets = self.provider.datasets();
-                            let ds = if datasets.len() == 1 { datasets[0].clone() } else { "dataset".to_string() };
+                            let ds = if datasets.len() == 1 {
+                                datasets[0].clone()
+                            } else {
+                                "dataset".to_string()
+                            };
                             self.scan(&ds, single, &name.to_string())?
                         }
                     }
                     [ds, rel] => self.scan(ds, rel, &name.to_string())?,
-                    _ => return Err(SqlError::UnknownRelation { name: name.to_string(), hint: String::new() }),
+                    _ => {
+                        return Err(SqlError::UnknownRelation {
+                            name: name.to_string(),
+                            hint: String::new(),
+                        })
+                    }
                 };
                 let default_q = parts.last().cloned().unwrap_or_default();
                 match alias {
@@ -510,7 +693,12 @@ impl<'a> Binder<'a> {
                     }
                 }
             }
-            sql::TableFactor::Derived { lateral, subquery, alias, .. } => {
+            sql::TableFactor::Derived {
+                lateral,
+                subquery,
+                alias,
+                ..
+            } => {
                 if *lateral {
                     return Err(SqlError::unsupported("LATERAL"));
                 }
@@ -520,35 +708,62 @@ impl<'a> Binder<'a> {
                     None => Ok((plan, scope)),
                 }
             }
-            sql::TableFactor::NestedJoin { table_with_joins, alias } => {
+            sql::TableFactor::NestedJoin {
+                table_with_joins,
+                alias,
+            } => {
                 let (plan, mut scope) = self.from_item(table_with_joins)?;
                 match alias {
                     Some(a) => self.apply_alias(plan, &mut scope, a),
                     None => Ok((plan, scope)),
                 }
             }
-            sql::TableFactor::Function { .. } | sql::TableFactor::TableFunction { .. } | sql::TableFactor::UNNEST { .. } => {
-                Err(SqlError::NotReadOnly { what: format!("table function `{t}`") })
-            }
+            sql::TableFactor::Function { .. }
+            | sql::TableFactor::TableFunction { .. }
+            | sql::TableFactor::UNNEST { .. } => Err(SqlError::NotReadOnly {
+                what: format!("table function `{t}`"),
+            }),
             other => Err(SqlError::unsupported(format!("FROM item `{other}`"))),
         }
     }
 
-    fn scan(&mut self, dataset: &str, relation: &str, written: &str) -> Result<(Plan, Scope), SqlError> {
+    fn scan(
+        &mut self,
+        dataset: &str,
+        relation: &str,
+        written: &str,
+    ) -> Result<(Plan, Scope), SqlError> {
         let datasets = self.provider.datasets();
         if !datasets.iter().any(|d| d == dataset) {
             let hint = suggest(dataset, datasets.iter().map(String::as_str));
-            return Err(SqlError::UnknownRelation { name: written.to_string(), hint: if hint.is_empty() { format!("; mounted Datasets: {}", datasets.join(", ")) } else { hint } });
+            return Err(SqlError::UnknownRelation {
+                name: written.to_string(),
+                hint: if hint.is_empty() {
+                    format!("; mounted Datasets: {}", datasets.join(", "))
+                } else {
+                    hint
+                },
+            });
         }
         let Some(schema) = self.provider.relation(dataset, relation) else {
             let names = self.provider.relation_names();
             let hint = suggest(relation, names.iter().copied());
-            let hint = if hint.is_empty() { format!("; relations: {}", names.join(", ")) } else { hint };
-            return Err(SqlError::UnknownRelation { name: written.to_string(), hint });
+            let hint = if hint.is_empty() {
+                format!("; relations: {}", names.join(", "))
+            } else {
+                hint
+            };
+            return Err(SqlError::UnknownRelation {
+                name: written.to_string(),
+                hint,
+            });
         };
         let instance = self.next_instance;
         self.next_instance += 1;
-        let origin = self.provider.is_entity(relation).then(|| (instance, dataset.to_string(), relation.to_string()));
+        let origin = self
+            .provider
+            .is_entity(relation)
+            .then(|| (instance, dataset.to_string(), relation.to_string()));
         let scope = Scope {
             cols: schema
                 .fields()
@@ -564,7 +779,16 @@ impl<'a> Binder<'a> {
                 .collect(),
         };
         let columns = (0..schema.fields().len()).collect();
-        Ok((Plan::Scan { dataset: dataset.to_string(), relation: relation.to_string(), table_schema: schema, columns, filter: None }, scope))
+        Ok((
+            Plan::Scan {
+                dataset: dataset.to_string(),
+                relation: relation.to_string(),
+                table_schema: schema,
+                columns,
+                filter: None,
+            },
+            scope,
+        ))
     }
 
     fn from_item(&mut self, t: &sql::TableWithJoins) -> Result<(Plan, Scope), SqlError> {
@@ -575,7 +799,15 @@ impl<'a> Binder<'a> {
                 sql::JoinOperator::Join(c) | sql::JoinOperator::Inner(c) => (JoinKind::Inner, c),
                 sql::JoinOperator::Left(c) | sql::JoinOperator::LeftOuter(c) => (JoinKind::Left, c),
                 sql::JoinOperator::CrossJoin(c) => (JoinKind::Inner, c),
-                other => return Err(SqlError::unsupported(format!("join `{other:?}`").split('(').next().unwrap_or("join").to_string())),
+                other => {
+                    return Err(SqlError::unsupported(
+                        format!("join `{other:?}`")
+                            .split('(')
+                            .next()
+                            .unwrap_or("join")
+                            .to_string(),
+                    ))
+                }
             };
             let left_n = scope.cols.len();
             let mut joined = scope.clone();
@@ -592,15 +824,31 @@ impl<'a> Binder<'a> {
                     let mut terms = Vec::new();
                     for c in cols {
                         let name = object_name(c);
-                        let lq = scope.cols[scope.resolve(None, &name)?].qualifier.clone().unwrap_or_default();
-                        let rq = rscope.cols[rscope.resolve(None, &name)?].qualifier.clone().unwrap_or_default();
+                        let lq = scope.cols[scope.resolve(None, &name)?]
+                            .qualifier
+                            .clone()
+                            .unwrap_or_default();
+                        let rq = rscope.cols[rscope.resolve(None, &name)?]
+                            .qualifier
+                            .clone()
+                            .unwrap_or_default();
                         terms.push(sql::Expr::BinaryOp {
-                            left: Box::new(sql::Expr::CompoundIdentifier(vec![sql::Ident::new(lq), sql::Ident::new(name.clone())])),
+                            left: Box::new(sql::Expr::CompoundIdentifier(vec![
+                                sql::Ident::new(lq),
+                                sql::Ident::new(name.clone()),
+                            ])),
                             op: sql::BinaryOperator::Eq,
-                            right: Box::new(sql::Expr::CompoundIdentifier(vec![sql::Ident::new(rq), sql::Ident::new(name)])),
+                            right: Box::new(sql::Expr::CompoundIdentifier(vec![
+                                sql::Ident::new(rq),
+                                sql::Ident::new(name),
+                            ])),
                         });
                     }
-                    terms.into_iter().reduce(|a, b| sql::Expr::BinaryOp { left: Box::new(a), op: sql::BinaryOperator::And, right: Box::new(b) })
+                    terms.into_iter().reduce(|a, b| sql::Expr::BinaryOp {
+                        left: Box::new(a),
+                        op: sql::BinaryOperator::And,
+                        right: Box::new(b),
+                    })
                 }
                 sql::JoinConstraint::Natural => return Err(SqlError::unsupported("NATURAL JOIN")),
             };
@@ -612,10 +860,24 @@ impl<'a> Binder<'a> {
                 }
                 None => (vec![], None),
             };
-            check_source_local(&joined, left_n, &on, self.statement, on_ast.as_ref(), JoinFix::On)?;
+            check_source_local(
+                &joined,
+                left_n,
+                &on,
+                self.statement,
+                on_ast.as_ref(),
+                JoinFix::On,
+            )?;
             let (on, filter) = coerce_keys(on, filter)?;
             let schema = joined.schema();
-            plan = Plan::Join { left: Box::new(plan), right: Box::new(rplan), kind, on, filter, schema };
+            plan = Plan::Join {
+                left: Box::new(plan),
+                right: Box::new(rplan),
+                kind,
+                on,
+                filter,
+                schema,
+            };
             scope = joined;
         }
         Ok((plan, scope))
@@ -624,7 +886,13 @@ impl<'a> Binder<'a> {
     fn from(&mut self, from: &[sql::TableWithJoins]) -> Result<(Plan, Scope), SqlError> {
         if from.is_empty() {
             let schema = make_schema(vec![]);
-            return Ok((Plan::Values { schema, rows: vec![vec![]] }, Scope::default()));
+            return Ok((
+                Plan::Values {
+                    schema,
+                    rows: vec![vec![]],
+                },
+                Scope::default(),
+            ));
         }
         let (mut plan, mut scope) = self.from_item(&from[0])?;
         for item in &from[1..] {
@@ -632,16 +900,37 @@ impl<'a> Binder<'a> {
             let mut joined = scope.clone();
             joined.cols.extend(rscope.cols);
             let schema = joined.schema();
-            plan = Plan::Join { left: Box::new(plan), right: Box::new(rplan), kind: JoinKind::Inner, on: vec![], filter: None, schema };
+            plan = Plan::Join {
+                left: Box::new(plan),
+                right: Box::new(rplan),
+                kind: JoinKind::Inner,
+                on: vec![],
+                filter: None,
+                schema,
+            };
             scope = joined;
         }
         Ok((plan, scope))
     }
 
     #[allow(clippy::too_many_lines)]
-    fn select(&mut self, s: &sql::Select, order: &[&sql::OrderByExpr], limit: Option<usize>, offset: usize) -> Result<(Plan, Scope), SqlError> {
-        if s.top.is_some() || s.into.is_some() || !s.lateral_views.is_empty() || s.prewhere.is_some() || !s.cluster_by.is_empty()
-            || !s.distribute_by.is_empty() || !s.sort_by.is_empty() || s.qualify.is_some() || !s.named_window.is_empty() || !s.connect_by.is_empty()
+    fn select(
+        &mut self,
+        s: &sql::Select,
+        order: &[&sql::OrderByExpr],
+        limit: Option<usize>,
+        offset: usize,
+    ) -> Result<(Plan, Scope), SqlError> {
+        if s.top.is_some()
+            || s.into.is_some()
+            || !s.lateral_views.is_empty()
+            || s.prewhere.is_some()
+            || !s.cluster_by.is_empty()
+            || !s.distribute_by.is_empty()
+            || !s.sort_by.is_empty()
+            || s.qualify.is_some()
+            || !s.named_window.is_empty()
+            || !s.connect_by.is_empty()
         {
             return Err(SqlError::unsupported("TOP, INTO, LATERAL VIEW, PREWHERE, CLUSTER/DISTRIBUTE/SORT BY, QUALIFY, WINDOW and CONNECT BY"));
         }
@@ -652,9 +941,17 @@ impl<'a> Binder<'a> {
             bool_type_check(&pred, "WHERE")?;
             // Comma joins: the WHERE carries the join keys.
             check_comma_joins(&plan, &scope, &pred, self.statement)?;
-            plan = Plan::Filter { input: Box::new(plan), predicate: pred };
+            plan = Plan::Filter {
+                input: Box::new(plan),
+                predicate: pred,
+            };
         } else {
-            check_comma_joins(&plan, &scope, &Expr::Literal(Scalar::Bool(true)), self.statement)?;
+            check_comma_joins(
+                &plan,
+                &scope,
+                &Expr::Literal(Scalar::Bool(true)),
+                self.statement,
+            )?;
         }
 
         // Expand the select list.
@@ -662,9 +959,15 @@ impl<'a> Binder<'a> {
         for item in &s.projection {
             match item {
                 sql::SelectItem::UnnamedExpr(e) => items.push((Some(e), None, None)),
-                sql::SelectItem::ExprWithAlias { expr, alias } => items.push((Some(expr), Some(ident_name(alias)), None)),
+                sql::SelectItem::ExprWithAlias { expr, alias } => {
+                    items.push((Some(expr), Some(ident_name(alias)), None));
+                }
                 sql::SelectItem::Wildcard(opts) => {
-                    if opts.opt_exclude.is_some() || opts.opt_except.is_some() || opts.opt_replace.is_some() || opts.opt_rename.is_some() {
+                    if opts.opt_exclude.is_some()
+                        || opts.opt_except.is_some()
+                        || opts.opt_replace.is_some()
+                        || opts.opt_rename.is_some()
+                    {
                         return Err(SqlError::unsupported("wildcard options"));
                     }
                     for (i, c) in scope.cols.iter().enumerate() {
@@ -675,20 +978,32 @@ impl<'a> Binder<'a> {
                 }
                 sql::SelectItem::QualifiedWildcard(kind, _) => {
                     let q = match kind {
-                        sql::SelectItemQualifiedWildcardKind::ObjectName(n) => object_name(n).to_ascii_lowercase(),
-                        sql::SelectItemQualifiedWildcardKind::Expr(_) => return Err(SqlError::unsupported("expression wildcards")),
+                        sql::SelectItemQualifiedWildcardKind::ObjectName(n) => {
+                            object_name(n).to_ascii_lowercase()
+                        }
+                        sql::SelectItemQualifiedWildcardKind::Expr(_) => {
+                            return Err(SqlError::unsupported("expression wildcards"))
+                        }
                     };
                     let before = items.len();
                     for (i, c) in scope.cols.iter().enumerate() {
-                        if c.qualifier.as_deref().is_some_and(|cq| cq.eq_ignore_ascii_case(&q)) {
+                        if c.qualifier
+                            .as_deref()
+                            .is_some_and(|cq| cq.eq_ignore_ascii_case(&q))
+                        {
                             items.push((None, None, Some(i)));
                         }
                     }
                     if items.len() == before {
-                        return Err(SqlError::UnknownRelation { name: q, hint: String::new() });
+                        return Err(SqlError::UnknownRelation {
+                            name: q,
+                            hint: String::new(),
+                        });
                     }
                 }
-                sql::SelectItem::ExprWithAliases { .. } => return Err(SqlError::unsupported("multiple aliases")),
+                sql::SelectItem::ExprWithAliases { .. } => {
+                    return Err(SqlError::unsupported("multiple aliases"))
+                }
             }
         }
 
@@ -726,11 +1041,18 @@ impl<'a> Binder<'a> {
                         let n = literal_usize(g, "GROUP BY position")?;
                         match items.get(n.wrapping_sub(1)) {
                             Some((Some(e), _, _)) => e,
-                            _ => return Err(SqlError::plan(format!("GROUP BY position {n} is not an expression in the select list"))),
+                            _ => {
+                                return Err(SqlError::plan(format!(
+                                    "GROUP BY position {n} is not an expression in the select list"
+                                )))
+                            }
                         }
                     }
                     sql::Expr::Identifier(id) if scope.resolve(None, &ident_name(id)).is_err() => {
-                        match items.iter().find(|(_, a, _)| a.as_deref() == Some(&ident_name(id))) {
+                        match items
+                            .iter()
+                            .find(|(_, a, _)| a.as_deref() == Some(&ident_name(id)))
+                        {
                             Some((Some(e), _, _)) => e,
                             _ => g,
                         }
@@ -743,11 +1065,21 @@ impl<'a> Binder<'a> {
                     _ => resolved.to_string(),
                 };
                 fields.push((name, e.data_type(), true));
-                repl.by_text.insert(canon(resolved), Expr::col(group.len(), fields.last().expect("pushed").0.clone(), e.data_type()));
+                repl.by_text.insert(
+                    canon(resolved),
+                    Expr::col(
+                        group.len(),
+                        fields.last().expect("pushed").0.clone(),
+                        e.data_type(),
+                    ),
+                );
                 if let sql::Expr::Identifier(_) | sql::Expr::CompoundIdentifier(_) = resolved {
                     // A bare column also matches when written with or without qualifier.
                     if let Expr::Column { name, .. } = &e {
-                        repl.by_text.insert(format!("#col:{name}"), Expr::col(group.len(), name.clone(), e.data_type()));
+                        repl.by_text.insert(
+                            format!("#col:{name}"),
+                            Expr::col(group.len(), name.clone(), e.data_type()),
+                        );
                     }
                 }
                 group.push(e);
@@ -773,35 +1105,69 @@ impl<'a> Binder<'a> {
                         }
                         Some(self.expr(a, &scope, &inner)?)
                     }
-                    _ => return Err(SqlError::plan(format!("{}() takes one argument", func.name()))),
+                    _ => {
+                        return Err(SqlError::plan(format!(
+                            "{}() takes one argument",
+                            func.name()
+                        )))
+                    }
                 };
                 let ty = match (func, arg.as_ref().map(Expr::data_type)) {
                     (AggFunc::Count, _) => DataType::Int64,
-                    (AggFunc::Avg, Some(t)) if is_numeric(&t) || t == DataType::Null => DataType::Float64,
+                    (AggFunc::Avg, Some(t)) if is_numeric(&t) || t == DataType::Null => {
+                        DataType::Float64
+                    }
                     (AggFunc::Sum, Some(DataType::Int64)) => DataType::Int64,
                     (AggFunc::Sum, Some(DataType::Float64 | DataType::Null)) => DataType::Float64,
                     (AggFunc::Min | AggFunc::Max, Some(t)) => t,
-                    (f, Some(t)) => return Err(SqlError::type_error(format!("{}() of {}", f.name(), type_name(&t)))),
+                    (f, Some(t)) => {
+                        return Err(SqlError::type_error(format!(
+                            "{}() of {}",
+                            f.name(),
+                            type_name(&t)
+                        )))
+                    }
                     (_, None) => return Err(SqlError::plan("only COUNT accepts *")),
                 };
                 let idx = group.len() + aggs.len();
                 fields.push((f.to_string(), ty.clone(), true));
-                repl.by_text.insert(key, Expr::col(idx, f.to_string(), ty.clone()));
-                aggs.push(AggCall { func, arg, distinct, ty });
+                repl.by_text
+                    .insert(key, Expr::col(idx, f.to_string(), ty.clone()));
+                aggs.push(AggCall {
+                    func,
+                    arg,
+                    distinct,
+                    ty,
+                });
             }
             let schema = make_schema(fields.clone());
-            plan = Plan::Aggregate { input: Box::new(plan), group, aggs, schema };
+            plan = Plan::Aggregate {
+                input: Box::new(plan),
+                group,
+                aggs,
+                schema,
+            };
             // After aggregation only group keys and aggregates are visible.
             scope = Scope {
                 cols: fields
                     .into_iter()
-                    .map(|(name, ty, nullable)| ScopeCol { qualifier: None, name, ty, nullable, origin: None, hidden: true })
+                    .map(|(name, ty, nullable)| ScopeCol {
+                        qualifier: None,
+                        name,
+                        ty,
+                        nullable,
+                        origin: None,
+                        hidden: true,
+                    })
                     .collect(),
             };
             if let Some(h) = &s.having {
                 let pred = self.post_agg_expr(h, &scope, &repl)?;
                 bool_type_check(&pred, "HAVING")?;
-                plan = Plan::Filter { input: Box::new(plan), predicate: pred };
+                plan = Plan::Filter {
+                    input: Box::new(plan),
+                    predicate: pred,
+                };
             }
         }
 
@@ -818,7 +1184,11 @@ impl<'a> Binder<'a> {
         if !win_asts.is_empty() {
             let base = scope.cols.len();
             let mut calls = Vec::new();
-            let mut fields: Vec<(String, DataType, bool)> = scope.cols.iter().map(|c| (c.name.clone(), c.ty.clone(), c.nullable)).collect();
+            let mut fields: Vec<(String, DataType, bool)> = scope
+                .cols
+                .iter()
+                .map(|c| (c.name.clone(), c.ty.clone(), c.nullable))
+                .collect();
             for f in win_asts {
                 let key = canon_fn(f);
                 if repl.by_text.contains_key(&key) {
@@ -827,18 +1197,30 @@ impl<'a> Binder<'a> {
                 let call = self.window_call(f, &scope, &repl, aggregated)?;
                 let idx = base + calls.len();
                 fields.push((f.to_string(), call.ty.clone(), true));
-                repl.by_text.insert(key, Expr::col(idx, f.to_string(), call.ty.clone()));
+                repl.by_text
+                    .insert(key, Expr::col(idx, f.to_string(), call.ty.clone()));
                 calls.push(call);
             }
             let schema = make_schema(fields.clone());
-            plan = Plan::Window { input: Box::new(plan), calls, schema };
+            plan = Plan::Window {
+                input: Box::new(plan),
+                calls,
+                schema,
+            };
             let hidden = aggregated;
             scope = Scope {
                 cols: fields
                     .into_iter()
                     .enumerate()
                     .map(|(i, (name, ty, nullable))| {
-                        let mut c = scope.cols.get(i).cloned().unwrap_or(ScopeCol { qualifier: None, name: name.clone(), ty: ty.clone(), nullable, origin: None, hidden });
+                        let mut c = scope.cols.get(i).cloned().unwrap_or(ScopeCol {
+                            qualifier: None,
+                            name: name.clone(),
+                            ty: ty.clone(),
+                            nullable,
+                            origin: None,
+                            hidden,
+                        });
                         c.name = name;
                         c.ty = ty;
                         c
@@ -854,26 +1236,50 @@ impl<'a> Binder<'a> {
             let (expr, name, origin, qualifier) = match (e, wild) {
                 (_, Some(i)) => {
                     if aggregated {
-                        return Err(SqlError::plan("SELECT * cannot be used with GROUP BY or aggregates"));
+                        return Err(SqlError::plan(
+                            "SELECT * cannot be used with GROUP BY or aggregates",
+                        ));
                     }
                     let c = &scope.cols[*i];
-                    (scope.column(*i), c.name.clone(), c.origin.clone(), c.qualifier.clone())
+                    (
+                        scope.column(*i),
+                        c.name.clone(),
+                        c.origin.clone(),
+                        c.qualifier.clone(),
+                    )
                 }
                 (Some(e), None) => {
-                    let bound = if aggregated { self.post_agg_expr(e, &scope, &repl)? } else { self.expr(e, &scope, &repl)? };
+                    let bound = if aggregated {
+                        self.post_agg_expr(e, &scope, &repl)?
+                    } else {
+                        self.expr(e, &scope, &repl)?
+                    };
                     let (origin, qualifier) = match &bound {
-                        Expr::Column { index, .. } => (scope.cols[*index].origin.clone(), scope.cols[*index].qualifier.clone()),
+                        Expr::Column { index, .. } => (
+                            scope.cols[*index].origin.clone(),
+                            scope.cols[*index].qualifier.clone(),
+                        ),
                         _ => (None, None),
                     };
                     let name = alias.clone().unwrap_or_else(|| match (&bound, e) {
-                        (Expr::Column { name, .. }, sql::Expr::Identifier(_) | sql::Expr::CompoundIdentifier(_)) => name.clone(),
+                        (
+                            Expr::Column { name, .. },
+                            sql::Expr::Identifier(_) | sql::Expr::CompoundIdentifier(_),
+                        ) => name.clone(),
                         _ => e.to_string(),
                     });
                     (bound, name, origin, qualifier)
                 }
                 (None, None) => unreachable!("select item without expression"),
             };
-            out_cols.push(ScopeCol { qualifier, name, ty: expr.data_type(), nullable: true, origin, hidden: false });
+            out_cols.push(ScopeCol {
+                qualifier,
+                name,
+                ty: expr.data_type(),
+                nullable: true,
+                origin,
+                hidden: false,
+            });
             exprs.push(expr);
         }
         let visible = exprs.len();
@@ -890,21 +1296,33 @@ impl<'a> Binder<'a> {
                 sql::Expr::Value(v) if matches!(v.value, sql::Value::Number(..)) => {
                     let n = literal_usize(&o.expr, "ORDER BY position")?;
                     if n == 0 || n > visible {
-                        return Err(SqlError::plan(format!("ORDER BY position {n} is not in the select list")));
+                        return Err(SqlError::plan(format!(
+                            "ORDER BY position {n} is not in the select list"
+                        )));
                     }
                     Some(n - 1)
                 }
                 sql::Expr::Identifier(id) => {
                     let name = ident_name(id);
-                    let by_alias = items.iter().position(|(_, a, _)| a.as_deref() == Some(name.as_str()));
+                    let by_alias = items
+                        .iter()
+                        .position(|(_, a, _)| a.as_deref() == Some(name.as_str()));
                     by_alias.or_else(|| {
                         let in_scope = scope.resolve(None, &name).is_ok();
-                        (!in_scope || aggregated).then(|| out_cols.iter().position(|c| c.name.eq_ignore_ascii_case(&name))).flatten()
+                        (!in_scope || aggregated)
+                            .then(|| {
+                                out_cols
+                                    .iter()
+                                    .position(|c| c.name.eq_ignore_ascii_case(&name))
+                            })
+                            .flatten()
                     })
                 }
                 e => {
                     let text = canon(e);
-                    items.iter().position(|(ie, _, _)| ie.is_some_and(|ie| canon(ie) == text))
+                    items
+                        .iter()
+                        .position(|(ie, _, _)| ie.is_some_and(|ie| canon(ie) == text))
                 }
             };
             let idx = if let Some(i) = target {
@@ -913,44 +1331,94 @@ impl<'a> Binder<'a> {
                 if distinct {
                     return Err(SqlError::plan(format!("with SELECT DISTINCT, ORDER BY expressions must appear in the select list: {}", o.expr)));
                 }
-                let bound = if aggregated { self.post_agg_expr(&o.expr, &scope, &repl)? } else { self.expr(&o.expr, &scope, &repl)? };
-                out_cols.push(ScopeCol { qualifier: None, name: format!("__order{}", keys.len()), ty: bound.data_type(), nullable: true, origin: None, hidden: true });
+                let bound = if aggregated {
+                    self.post_agg_expr(&o.expr, &scope, &repl)?
+                } else {
+                    self.expr(&o.expr, &scope, &repl)?
+                };
+                out_cols.push(ScopeCol {
+                    qualifier: None,
+                    name: format!("__order{}", keys.len()),
+                    ty: bound.data_type(),
+                    nullable: true,
+                    origin: None,
+                    hidden: true,
+                });
                 exprs.push(bound);
                 exprs.len() - 1
             };
             let c = &out_cols[idx];
-            keys.push(sort_key(Expr::col(idx, c.name.clone(), c.ty.clone()), &o.options));
+            keys.push(sort_key(
+                Expr::col(idx, c.name.clone(), c.ty.clone()),
+                &o.options,
+            ));
         }
         let proj_scope = Scope { cols: out_cols };
-        plan = Plan::Project { input: Box::new(plan), exprs, schema: proj_scope.schema() };
+        plan = Plan::Project {
+            input: Box::new(plan),
+            exprs,
+            schema: proj_scope.schema(),
+        };
         if distinct {
-            plan = Plan::Distinct { input: Box::new(plan) };
+            plan = Plan::Distinct {
+                input: Box::new(plan),
+            };
         }
         if !keys.is_empty() {
-            plan = Plan::Sort { input: Box::new(plan), keys, fetch: limit.map(|l| l + offset) };
+            plan = Plan::Sort {
+                input: Box::new(plan),
+                keys,
+                fetch: limit.map(|l| l + offset),
+            };
         }
         if limit.is_some() || offset > 0 {
-            plan = Plan::Limit { input: Box::new(plan), limit, offset };
+            plan = Plan::Limit {
+                input: Box::new(plan),
+                limit,
+                offset,
+            };
         }
         let mut final_scope = proj_scope;
         if final_scope.cols.len() > visible {
             final_scope.cols.truncate(visible);
             let exprs = (0..visible).map(|i| final_scope.column(i)).collect();
-            plan = Plan::Project { input: Box::new(plan), exprs, schema: final_scope.schema() };
+            plan = Plan::Project {
+                input: Box::new(plan),
+                exprs,
+                schema: final_scope.schema(),
+            };
         }
         Ok((plan, final_scope))
     }
 
-    fn window_call(&mut self, f: &sql::Function, scope: &Scope, repl: &Replacements, aggregated: bool) -> Result<WindowCall, SqlError> {
+    fn window_call(
+        &mut self,
+        f: &sql::Function,
+        scope: &Scope,
+        repl: &Replacements,
+        aggregated: bool,
+    ) -> Result<WindowCall, SqlError> {
         let name = object_name(&f.name).to_ascii_lowercase();
         let Some(sql::WindowType::WindowSpec(spec)) = &f.over else {
             return Err(SqlError::unsupported("named windows"));
         };
         if spec.window_frame.is_some() {
-            return Err(SqlError::unsupported("explicit window frames (the default frame is used)"));
+            return Err(SqlError::unsupported(
+                "explicit window frames (the default frame is used)",
+            ));
         }
-        let bind = |b: &mut Self, e: &sql::Expr| if aggregated { b.post_agg_expr(e, scope, repl) } else { b.expr(e, scope, repl) };
-        let partition = spec.partition_by.iter().map(|e| bind(self, e)).collect::<Result<Vec<_>, _>>()?;
+        let bind = |b: &mut Self, e: &sql::Expr| {
+            if aggregated {
+                b.post_agg_expr(e, scope, repl)
+            } else {
+                b.expr(e, scope, repl)
+            }
+        };
+        let partition = spec
+            .partition_by
+            .iter()
+            .map(|e| bind(self, e))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut order = Vec::new();
         for o in &spec.order_by {
             order.push(sort_key(bind(self, &o.expr)?, &o.options));
@@ -959,7 +1427,10 @@ impl<'a> Binder<'a> {
         if distinct {
             return Err(SqlError::unsupported("DISTINCT in window functions"));
         }
-        let args = args_ast.iter().map(|e| bind(self, e)).collect::<Result<Vec<_>, _>>()?;
+        let args = args_ast
+            .iter()
+            .map(|e| bind(self, e))
+            .collect::<Result<Vec<_>, _>>()?;
         let (func, ty) = match name.as_str() {
             "row_number" => (WinFunc::RowNumber, DataType::Int64),
             "rank" => (WinFunc::Rank, DataType::Int64),
@@ -969,9 +1440,18 @@ impl<'a> Binder<'a> {
                     return Err(SqlError::plan(format!("{name}() needs an argument")));
                 };
                 if args.len() > 1 && !matches!(args[1], Expr::Literal(Scalar::Int(_))) {
-                    return Err(SqlError::plan(format!("the offset of {name}() must be an integer literal")));
+                    return Err(SqlError::plan(format!(
+                        "the offset of {name}() must be an integer literal"
+                    )));
                 }
-                (if name == "lag" { WinFunc::Lag } else { WinFunc::Lead }, first.data_type())
+                (
+                    if name == "lag" {
+                        WinFunc::Lag
+                    } else {
+                        WinFunc::Lead
+                    },
+                    first.data_type(),
+                )
             }
             other => match agg_func(other) {
                 Some(a) => {
@@ -981,24 +1461,51 @@ impl<'a> Binder<'a> {
                         (AggFunc::Sum, Some(DataType::Int64), _) => DataType::Int64,
                         (AggFunc::Sum, Some(_), _) => DataType::Float64,
                         (_, Some(t), _) => t,
-                        (_, None, _) => return Err(SqlError::plan(format!("{other}() needs an argument"))),
+                        (_, None, _) => {
+                            return Err(SqlError::plan(format!("{other}() needs an argument")))
+                        }
                     };
                     (WinFunc::Agg(a), t)
                 }
                 None => {
                     return Err(SqlError::UnknownFunction {
                         name: other.to_string(),
-                        hint: suggest(other, ["row_number", "rank", "dense_rank", "lag", "lead", "sum", "count", "avg", "min", "max"]),
+                        hint: suggest(
+                            other,
+                            [
+                                "row_number",
+                                "rank",
+                                "dense_rank",
+                                "lag",
+                                "lead",
+                                "sum",
+                                "count",
+                                "avg",
+                                "min",
+                                "max",
+                            ],
+                        ),
                     })
                 }
             },
         };
-        Ok(WindowCall { func, args, partition, order, ty })
+        Ok(WindowCall {
+            func,
+            args,
+            partition,
+            order,
+            ty,
+        })
     }
 
     /// Bind an expression after aggregation: group keys and aggregates are
     /// replaced; any other column is an error.
-    fn post_agg_expr(&mut self, e: &sql::Expr, scope: &Scope, repl: &Replacements) -> Result<Expr, SqlError> {
+    fn post_agg_expr(
+        &mut self,
+        e: &sql::Expr,
+        scope: &Scope,
+        repl: &Replacements,
+    ) -> Result<Expr, SqlError> {
         if let Some(x) = repl.by_text.get(&canon(e)) {
             return Ok(x.clone());
         }
@@ -1019,12 +1526,23 @@ impl<'a> Binder<'a> {
         }
     }
 
-    fn expr(&mut self, e: &sql::Expr, scope: &Scope, repl: &Replacements) -> Result<Expr, SqlError> {
+    fn expr(
+        &mut self,
+        e: &sql::Expr,
+        scope: &Scope,
+        repl: &Replacements,
+    ) -> Result<Expr, SqlError> {
         self.expr_with(e, scope, repl, false)
     }
 
     #[allow(clippy::too_many_lines)]
-    fn expr_with(&mut self, e: &sql::Expr, scope: &Scope, repl: &Replacements, post_agg: bool) -> Result<Expr, SqlError> {
+    fn expr_with(
+        &mut self,
+        e: &sql::Expr,
+        scope: &Scope,
+        repl: &Replacements,
+        post_agg: bool,
+    ) -> Result<Expr, SqlError> {
         if let Some(x) = repl.by_text.get(&canon(e)) {
             return Ok(x.clone());
         }
@@ -1035,7 +1553,13 @@ impl<'a> Binder<'a> {
     }
 
     #[allow(clippy::too_many_lines)]
-    fn expr_inner(&mut self, e: &sql::Expr, scope: &Scope, repl: &Replacements, post_agg: bool) -> Result<Expr, SqlError> {
+    fn expr_inner(
+        &mut self,
+        e: &sql::Expr,
+        scope: &Scope,
+        repl: &Replacements,
+        post_agg: bool,
+    ) -> Result<Expr, SqlError> {
         let sub = |b: &mut Self, x: &sql::Expr| {
             if post_agg {
                 b.post_agg_expr(x, scope, repl)
@@ -1048,14 +1572,26 @@ impl<'a> Binder<'a> {
             sql::Expr::CompoundIdentifier(ids) => match ids.as_slice() {
                 [q, c] => scope.column(scope.resolve(Some(&ident_name(q)), &ident_name(c))?),
                 [_, q, c] => scope.column(scope.resolve(Some(&ident_name(q)), &ident_name(c))?),
-                _ => return Err(SqlError::UnknownColumn { name: e.to_string(), hint: String::new() }),
+                _ => {
+                    return Err(SqlError::UnknownColumn {
+                        name: e.to_string(),
+                        hint: String::new(),
+                    })
+                }
             },
             sql::Expr::Value(v) => Expr::Literal(match &v.value {
                 sql::Value::Number(n, _) => number_literal(n)?,
-                sql::Value::SingleQuotedString(s) | sql::Value::EscapedStringLiteral(s) | sql::Value::UnicodeStringLiteral(s) => Scalar::Str(s.clone()),
+                sql::Value::SingleQuotedString(s)
+                | sql::Value::EscapedStringLiteral(s)
+                | sql::Value::UnicodeStringLiteral(s) => Scalar::Str(s.clone()),
                 sql::Value::Boolean(b) => Scalar::Bool(*b),
                 sql::Value::Null => Scalar::Null,
-                sql::Value::DoubleQuotedString(s) => return Err(SqlError::UnknownColumn { name: s.clone(), hint: String::new() }),
+                sql::Value::DoubleQuotedString(s) => {
+                    return Err(SqlError::UnknownColumn {
+                        name: s.clone(),
+                        hint: String::new(),
+                    })
+                }
                 other => return Err(SqlError::unsupported(format!("literal {other}"))),
             }),
             sql::Expr::TypedString(ts) => {
@@ -1082,7 +1618,10 @@ impl<'a> Binder<'a> {
                         } else if is_numeric(&x.data_type()) {
                             Expr::Neg(Box::new(x))
                         } else {
-                            return Err(SqlError::type_error(format!("cannot negate {}", type_name(&x.data_type()))));
+                            return Err(SqlError::type_error(format!(
+                                "cannot negate {}",
+                                type_name(&x.data_type())
+                            )));
                         }
                     }
                     sql::UnaryOperator::Plus => x,
@@ -1094,9 +1633,18 @@ impl<'a> Binder<'a> {
                 let r = sub(self, right)?;
                 binary(op, l, r)?
             }
-            sql::Expr::IsNull(x) => Expr::IsNull { expr: Box::new(sub(self, x)?), negated: false },
-            sql::Expr::IsNotNull(x) => Expr::IsNull { expr: Box::new(sub(self, x)?), negated: true },
-            sql::Expr::IsTrue(x) | sql::Expr::IsFalse(x) | sql::Expr::IsNotTrue(x) | sql::Expr::IsNotFalse(x) => {
+            sql::Expr::IsNull(x) => Expr::IsNull {
+                expr: Box::new(sub(self, x)?),
+                negated: false,
+            },
+            sql::Expr::IsNotNull(x) => Expr::IsNull {
+                expr: Box::new(sub(self, x)?),
+                negated: true,
+            },
+            sql::Expr::IsTrue(x)
+            | sql::Expr::IsFalse(x)
+            | sql::Expr::IsNotTrue(x)
+            | sql::Expr::IsNotFalse(x) => {
                 let v = sub(self, x)?;
                 bool_type_check(&v, "IS TRUE/FALSE")?;
                 let want = matches!(e, sql::Expr::IsTrue(_) | sql::Expr::IsNotTrue(_));
@@ -1105,7 +1653,12 @@ impl<'a> Binder<'a> {
                 let cmp = Expr::Call {
                     func: Func::Coalesce,
                     args: vec![
-                        Expr::Binary { op: BinOp::Eq, left: Box::new(v), right: Box::new(Expr::Literal(Scalar::Bool(want))), ty: DataType::Boolean },
+                        Expr::Binary {
+                            op: BinOp::Eq,
+                            left: Box::new(v),
+                            right: Box::new(Expr::Literal(Scalar::Bool(want))),
+                            ty: DataType::Boolean,
+                        },
                         Expr::Literal(Scalar::Bool(false)),
                     ],
                     ty: DataType::Boolean,
@@ -1116,8 +1669,15 @@ impl<'a> Binder<'a> {
                     cmp
                 }
             }
-            sql::Expr::IsDistinctFrom(..) | sql::Expr::IsNotDistinctFrom(..) => return Err(SqlError::unsupported("IS [NOT] DISTINCT FROM")),
-            sql::Expr::Between { expr, negated, low, high } => {
+            sql::Expr::IsDistinctFrom(..) | sql::Expr::IsNotDistinctFrom(..) => {
+                return Err(SqlError::unsupported("IS [NOT] DISTINCT FROM"))
+            }
+            sql::Expr::Between {
+                expr,
+                negated,
+                low,
+                high,
+            } => {
                 let x = sub(self, expr)?;
                 let lo = sub(self, low)?;
                 let hi = sub(self, high)?;
@@ -1133,7 +1693,20 @@ impl<'a> Binder<'a> {
                     both
                 }
             }
-            sql::Expr::Like { negated, any, expr, pattern, escape_char } | sql::Expr::ILike { negated, any, expr, pattern, escape_char } => {
+            sql::Expr::Like {
+                negated,
+                any,
+                expr,
+                pattern,
+                escape_char,
+            }
+            | sql::Expr::ILike {
+                negated,
+                any,
+                expr,
+                pattern,
+                escape_char,
+            } => {
                 if *any || escape_char.is_some() {
                     return Err(SqlError::unsupported("LIKE ANY and ESCAPE"));
                 }
@@ -1141,62 +1714,118 @@ impl<'a> Binder<'a> {
                 let p = sub(self, pattern)?;
                 for (what, v) in [("LIKE operand", &x), ("LIKE pattern", &p)] {
                     if !matches!(v.data_type(), DataType::Utf8 | DataType::Null) {
-                        return Err(SqlError::type_error(format!("{what} must be TEXT, found {}", type_name(&v.data_type()))));
+                        return Err(SqlError::type_error(format!(
+                            "{what} must be TEXT, found {}",
+                            type_name(&v.data_type())
+                        )));
                     }
                 }
-                Expr::Like { expr: Box::new(x), pattern: Box::new(p), negated: *negated, case_insensitive: matches!(e, sql::Expr::ILike { .. }) }
+                Expr::Like {
+                    expr: Box::new(x),
+                    pattern: Box::new(p),
+                    negated: *negated,
+                    case_insensitive: matches!(e, sql::Expr::ILike { .. }),
+                }
             }
-            sql::Expr::InList { expr, list, negated } => {
+            sql::Expr::InList {
+                expr,
+                list,
+                negated,
+            } => {
                 let x = sub(self, expr)?;
                 let mut t = x.data_type();
                 let mut items = Vec::with_capacity(list.len());
                 for item in list {
                     let v = sub(self, item)?;
-                    t = common_type(&t, &v.data_type())
-                        .ok_or_else(|| SqlError::type_error(format!("IN list mixes {} and {}", type_name(&t), type_name(&v.data_type()))))?;
+                    t = common_type(&t, &v.data_type()).ok_or_else(|| {
+                        SqlError::type_error(format!(
+                            "IN list mixes {} and {}",
+                            type_name(&t),
+                            type_name(&v.data_type())
+                        ))
+                    })?;
                     items.push(v);
                 }
                 let x = coerce(x, &t);
                 let items = items.into_iter().map(|v| coerce(v, &t)).collect();
-                Expr::InList { expr: Box::new(x), list: items, negated: *negated }
+                Expr::InList {
+                    expr: Box::new(x),
+                    list: items,
+                    negated: *negated,
+                }
             }
-            sql::Expr::InSubquery { expr, subquery, negated } => {
+            sql::Expr::InSubquery {
+                expr,
+                subquery,
+                negated,
+            } => {
                 let x = sub(self, expr)?;
                 let (plan, sscope) = self.query(subquery)?;
                 if sscope.cols.len() != 1 {
-                    return Err(SqlError::plan(format!("the IN subquery returns {} columns; it must return one", sscope.cols.len())));
+                    return Err(SqlError::plan(format!(
+                        "the IN subquery returns {} columns; it must return one",
+                        sscope.cols.len()
+                    )));
                 }
                 let st = sscope.cols[0].ty.clone();
-                let t = common_type(&x.data_type(), &st).ok_or_else(|| SqlError::type_error(format!("IN compares {} with {}", type_name(&x.data_type()), type_name(&st))))?;
+                let t = common_type(&x.data_type(), &st).ok_or_else(|| {
+                    SqlError::type_error(format!(
+                        "IN compares {} with {}",
+                        type_name(&x.data_type()),
+                        type_name(&st)
+                    ))
+                })?;
                 let plan = if st == t {
                     plan
                 } else {
                     let schema = make_schema(vec![(sscope.cols[0].name.clone(), t.clone(), true)]);
-                    Plan::Project { input: Box::new(plan), exprs: vec![coerce(sscope.column(0), &t)], schema }
+                    Plan::Project {
+                        input: Box::new(plan),
+                        exprs: vec![coerce(sscope.column(0), &t)],
+                        schema,
+                    }
                 };
-                Expr::InSubquery { expr: Box::new(coerce(x, &t)), plan: Box::new(plan), negated: *negated }
+                Expr::InSubquery {
+                    expr: Box::new(coerce(x, &t)),
+                    plan: Box::new(plan),
+                    negated: *negated,
+                }
             }
-            sql::Expr::Case { operand, conditions, else_result, .. } => {
+            sql::Expr::Case {
+                operand,
+                conditions,
+                else_result,
+                ..
+            } => {
                 let op = operand.as_ref().map(|o| sub(self, o)).transpose()?;
                 let mut whens = Vec::new();
                 let mut t = DataType::Null;
                 for cw in conditions {
                     let w = sub(self, &cw.condition)?;
                     let then = sub(self, &cw.result)?;
-                    t = common_type(&t, &then.data_type()).ok_or_else(|| SqlError::type_error("CASE branches have different types"))?;
+                    t = common_type(&t, &then.data_type()).ok_or_else(|| {
+                        SqlError::type_error("CASE branches have different types")
+                    })?;
                     whens.push((w, then));
                 }
                 let els = else_result.as_ref().map(|x| sub(self, x)).transpose()?;
                 if let Some(x) = &els {
-                    t = common_type(&t, &x.data_type()).ok_or_else(|| SqlError::type_error("CASE branches have different types"))?;
+                    t = common_type(&t, &x.data_type()).ok_or_else(|| {
+                        SqlError::type_error("CASE branches have different types")
+                    })?;
                 }
                 let op = match op {
                     Some(o) => {
                         let mut ot = o.data_type();
                         for (w, _) in &whens {
-                            ot = common_type(&ot, &w.data_type()).ok_or_else(|| SqlError::type_error("CASE operand and WHEN values differ in type"))?;
+                            ot = common_type(&ot, &w.data_type()).ok_or_else(|| {
+                                SqlError::type_error("CASE operand and WHEN values differ in type")
+                            })?;
                         }
-                        whens = whens.into_iter().map(|(w, r)| (coerce(w, &ot), r)).collect();
+                        whens = whens
+                            .into_iter()
+                            .map(|(w, r)| (coerce(w, &ot), r))
+                            .collect();
                         Some(Box::new(coerce(o, &ot)))
                     }
                     None => {
@@ -1207,9 +1836,20 @@ impl<'a> Binder<'a> {
                     }
                 };
                 let whens = whens.into_iter().map(|(w, r)| (w, coerce(r, &t))).collect();
-                Expr::Case { operand: op, whens, else_: els.map(|x| Box::new(coerce(x, &t))), ty: t }
+                Expr::Case {
+                    operand: op,
+                    whens,
+                    else_: els.map(|x| Box::new(coerce(x, &t))),
+                    ty: t,
+                }
             }
-            sql::Expr::Cast { kind, expr, data_type, format, .. } => {
+            sql::Expr::Cast {
+                kind,
+                expr,
+                data_type,
+                format,
+                ..
+            } => {
                 if format.is_some() {
                     return Err(SqlError::unsupported("CAST … FORMAT"));
                 }
@@ -1219,15 +1859,30 @@ impl<'a> Binder<'a> {
                 if let Expr::Literal(s) = &x {
                     Expr::Literal(super::expr::cast_scalar(s.clone(), &to)?)
                 } else {
-                    Expr::Cast { expr: Box::new(x), to }
+                    Expr::Cast {
+                        expr: Box::new(x),
+                        to,
+                    }
                 }
             }
             sql::Expr::Extract { field, expr, .. } => {
                 let x = sub(self, expr)?;
                 let x = coerce_ts(x)?;
-                Expr::Call { func: Func::Extract, args: vec![Expr::Literal(Scalar::Str(field.to_string().to_ascii_lowercase())), x], ty: DataType::Int64 }
+                Expr::Call {
+                    func: Func::Extract,
+                    args: vec![
+                        Expr::Literal(Scalar::Str(field.to_string().to_ascii_lowercase())),
+                        x,
+                    ],
+                    ty: DataType::Int64,
+                }
             }
-            sql::Expr::Substring { expr, substring_from, substring_for, .. } => {
+            sql::Expr::Substring {
+                expr,
+                substring_from,
+                substring_for,
+                ..
+            } => {
                 let mut args = vec![sub(self, expr)?];
                 args.push(match substring_from {
                     Some(f) => sub(self, f)?,
@@ -1238,15 +1893,24 @@ impl<'a> Binder<'a> {
                 }
                 super::functions::typed_call(Func::Substr, args)?
             }
-            sql::Expr::Trim { trim_where, trim_what, expr, trim_characters } => {
+            sql::Expr::Trim {
+                trim_where,
+                trim_what,
+                expr,
+                trim_characters,
+            } => {
                 if trim_where.is_some() || trim_what.is_some() || trim_characters.is_some() {
-                    return Err(SqlError::unsupported("TRIM with LEADING/TRAILING/characters"));
+                    return Err(SqlError::unsupported(
+                        "TRIM with LEADING/TRAILING/characters",
+                    ));
                 }
                 super::functions::typed_call(Func::Trim, vec![sub(self, expr)?])?
             }
             sql::Expr::Function(f) => {
                 if f.over.is_some() {
-                    return Err(SqlError::plan(format!("window function {f} is not allowed here")));
+                    return Err(SqlError::plan(format!(
+                        "window function {f} is not allowed here"
+                    )));
                 }
                 if agg_name(f).is_some() {
                     return Err(SqlError::plan(format!("aggregate {f} is not allowed here")));
@@ -1254,7 +1918,9 @@ impl<'a> Binder<'a> {
                 let name = object_name(&f.name).to_ascii_lowercase();
                 let (args_ast, distinct, star) = func_args(f)?;
                 if distinct || star || f.filter.is_some() {
-                    return Err(SqlError::plan(format!("{name}() does not take DISTINCT, * or FILTER")));
+                    return Err(SqlError::plan(format!(
+                        "{name}() does not take DISTINCT, * or FILTER"
+                    )));
                 }
                 let mut args = Vec::with_capacity(args_ast.len());
                 for a in args_ast {
@@ -1262,7 +1928,11 @@ impl<'a> Binder<'a> {
                 }
                 super::functions::bind_function(&name, args)?
             }
-            sql::Expr::Subquery(_) | sql::Expr::Exists { .. } => return Err(SqlError::unsupported("scalar and EXISTS subqueries (use IN or a join)")),
+            sql::Expr::Subquery(_) | sql::Expr::Exists { .. } => {
+                return Err(SqlError::unsupported(
+                    "scalar and EXISTS subqueries (use IN or a join)",
+                ))
+            }
             sql::Expr::Interval(_) => return Err(SqlError::unsupported("INTERVAL")),
             other => return Err(SqlError::unsupported(format!("expression `{other}`"))),
         })
@@ -1272,8 +1942,14 @@ impl<'a> Binder<'a> {
 fn coerce_ts(x: Expr) -> Result<Expr, SqlError> {
     match x.data_type() {
         DataType::Timestamp(..) => Ok(x),
-        DataType::Utf8 | DataType::Null => Ok(Expr::Cast { expr: Box::new(x), to: ts_type() }),
-        other => Err(SqlError::type_error(format!("expected a TIMESTAMP, found {}", type_name(&other)))),
+        DataType::Utf8 | DataType::Null => Ok(Expr::Cast {
+            expr: Box::new(x),
+            to: ts_type(),
+        }),
+        other => Err(SqlError::type_error(format!(
+            "expected a TIMESTAMP, found {}",
+            type_name(&other)
+        ))),
     }
 }
 
@@ -1304,11 +1980,27 @@ fn binary(op: &sql::BinaryOperator, l: Expr, r: Expr) -> Result<Expr, SqlError> 
         BinOp::And | BinOp::Or => {
             bool_type_check(&l, op.symbol_name())?;
             bool_type_check(&r, op.symbol_name())?;
-            Ok(Expr::Binary { op, left: Box::new(l), right: Box::new(r), ty: DataType::Boolean })
+            Ok(Expr::Binary {
+                op,
+                left: Box::new(l),
+                right: Box::new(r),
+                ty: DataType::Boolean,
+            })
         }
         o if o.is_comparison() => {
-            let t = common_type(&lt, &rt).ok_or_else(|| SqlError::type_error(format!("cannot compare {} with {}", type_name(&lt), type_name(&rt))))?;
-            Ok(Expr::Binary { op, left: Box::new(coerce(l, &t)), right: Box::new(coerce(r, &t)), ty: DataType::Boolean })
+            let t = common_type(&lt, &rt).ok_or_else(|| {
+                SqlError::type_error(format!(
+                    "cannot compare {} with {}",
+                    type_name(&lt),
+                    type_name(&rt)
+                ))
+            })?;
+            Ok(Expr::Binary {
+                op,
+                left: Box::new(coerce(l, &t)),
+                right: Box::new(coerce(r, &t)),
+                ty: DataType::Boolean,
+            })
         }
         BinOp::Concat => Ok(Expr::Binary {
             op,
@@ -1319,7 +2011,11 @@ fn binary(op: &sql::BinaryOperator, l: Expr, r: Expr) -> Result<Expr, SqlError> 
         _ => {
             let ok = |t: &DataType| is_numeric(t) || *t == DataType::Null;
             if !ok(&lt) || !ok(&rt) {
-                return Err(SqlError::type_error(format!("arithmetic on {} and {}", type_name(&lt), type_name(&rt))));
+                return Err(SqlError::type_error(format!(
+                    "arithmetic on {} and {}",
+                    type_name(&lt),
+                    type_name(&rt)
+                )));
             }
             let mut t = common_type(&lt, &rt).unwrap_or(DataType::Float64);
             if t == DataType::Null {
@@ -1328,7 +2024,12 @@ fn binary(op: &sql::BinaryOperator, l: Expr, r: Expr) -> Result<Expr, SqlError> 
             if op == BinOp::Div {
                 t = DataType::Float64;
             }
-            Ok(Expr::Binary { op, left: Box::new(coerce(l, &t)), right: Box::new(coerce(r, &t)), ty: t })
+            Ok(Expr::Binary {
+                op,
+                left: Box::new(coerce(l, &t)),
+                right: Box::new(coerce(r, &t)),
+                ty: t,
+            })
         }
     }
 }
@@ -1347,7 +2048,11 @@ fn sort_key(expr: Expr, o: &sql::OrderByOptions) -> SortKey {
     let asc = o.asc.unwrap_or(true);
     // Default like PostgreSQL and DuckDB: NULLs last ascending… DuckDB puts NULLs last in both.
     let nulls_first = o.nulls_first.unwrap_or(false);
-    SortKey { expr, asc, nulls_first }
+    SortKey {
+        expr,
+        asc,
+        nulls_first,
+    }
 }
 
 /// A canonical text for matching AST nodes (case-folded identifiers).
@@ -1389,7 +2094,9 @@ fn walk<'e>(e: &'e sql::Expr, f: &mut dyn FnMut(&'e sql::Expr) -> bool) {
         | E::IsNotFalse(expr)
         | E::Cast { expr, .. }
         | E::Extract { expr, .. } => walk(expr, f),
-        E::Between { expr, low, high, .. } => {
+        E::Between {
+            expr, low, high, ..
+        } => {
             walk(expr, f);
             walk(low, f);
             walk(high, f);
@@ -1405,7 +2112,12 @@ fn walk<'e>(e: &'e sql::Expr, f: &mut dyn FnMut(&'e sql::Expr) -> bool) {
             }
         }
         E::InSubquery { expr, .. } => walk(expr, f),
-        E::Case { operand, conditions, else_result, .. } => {
+        E::Case {
+            operand,
+            conditions,
+            else_result,
+            ..
+        } => {
             if let Some(o) = operand {
                 walk(o, f);
             }
@@ -1417,7 +2129,12 @@ fn walk<'e>(e: &'e sql::Expr, f: &mut dyn FnMut(&'e sql::Expr) -> bool) {
                 walk(x, f);
             }
         }
-        E::Substring { expr, substring_from, substring_for, .. } => {
+        E::Substring {
+            expr,
+            substring_from,
+            substring_for,
+            ..
+        } => {
             walk(expr, f);
             if let Some(x) = substring_from {
                 walk(x, f);
@@ -1478,7 +2195,13 @@ fn split_equi(pred: Expr, left_n: usize) -> (Vec<(Expr, Expr)>, Option<Expr>) {
     let mut keys = Vec::new();
     let mut rest = Vec::new();
     for t in pred.conjuncts() {
-        if let Expr::Binary { op: BinOp::Eq, left, right, .. } = &t {
+        if let Expr::Binary {
+            op: BinOp::Eq,
+            left,
+            right,
+            ..
+        } = &t
+        {
             let side = |e: &Expr| {
                 let mut cols = Vec::new();
                 e.columns(&mut cols);
@@ -1513,10 +2236,14 @@ fn split_equi(pred: Expr, left_n: usize) -> (Vec<(Expr, Expr)>, Option<Expr>) {
     (keys, Expr::and_all(rest))
 }
 
-fn coerce_keys(on: Vec<(Expr, Expr)>, filter: Option<Expr>) -> Result<(Vec<(Expr, Expr)>, Option<Expr>), SqlError> {
+fn coerce_keys(
+    on: Vec<(Expr, Expr)>,
+    filter: Option<Expr>,
+) -> Result<(Vec<(Expr, Expr)>, Option<Expr>), SqlError> {
     let mut out = Vec::new();
     for (l, r) in on {
-        let t = common_type(&l.data_type(), &r.data_type()).ok_or_else(|| SqlError::type_error("join keys have different types"))?;
+        let t = common_type(&l.data_type(), &r.data_type())
+            .ok_or_else(|| SqlError::type_error("join keys have different types"))?;
         out.push((coerce(l, &t), coerce(r, &t)));
     }
     Ok((out, filter))
@@ -1528,7 +2255,18 @@ enum JoinFix {
     Where,
 }
 
-const ID_COLUMNS: &[&str] = &["document_id", "run_id", "session_id", "step_id", "tool_call_id", "trajectory_id", "attempt_id", "parent_document_id", "call_id", "event_id"];
+const ID_COLUMNS: &[&str] = &[
+    "document_id",
+    "run_id",
+    "session_id",
+    "step_id",
+    "tool_call_id",
+    "trajectory_id",
+    "attempt_id",
+    "parent_document_id",
+    "call_id",
+    "event_id",
+];
 
 /// Reject joins of two entity relations of one Dataset on Source-local ids
 /// that do not also match `source_path`.
@@ -1541,13 +2279,26 @@ fn check_source_local(
     fix: JoinFix,
 ) -> Result<(), SqlError> {
     let origin_of = |e: &Expr, offset: usize| match e {
-        Expr::Column { index, .. } => joined.cols.get(index + offset).and_then(|c| c.origin.clone().map(|o| (o, c.name.clone(), c.qualifier.clone()))),
+        Expr::Column { index, .. } => joined.cols.get(index + offset).and_then(|c| {
+            c.origin
+                .clone()
+                .map(|o| (o, c.name.clone(), c.qualifier.clone()))
+        }),
         _ => None,
     };
-    let mut pairs: Vec<((usize, String, String), (usize, String, String), Option<String>, Option<String>)> = Vec::new();
+    let mut pairs: Vec<(
+        (usize, String, String),
+        (usize, String, String),
+        Option<String>,
+        Option<String>,
+    )> = Vec::new();
     let mut has_source = Vec::new();
     for (l, r) in keys {
-        let (Some((lo, lname, lq)), Some((ro, rname, rq))) = (origin_of(l, 0), origin_of(r, left_n)) else { continue };
+        let (Some((lo, lname, lq)), Some((ro, rname, rq))) =
+            (origin_of(l, 0), origin_of(r, left_n))
+        else {
+            continue;
+        };
         if lo.1 != ro.1 {
             continue;
         }
@@ -1564,14 +2315,31 @@ fn check_source_local(
         let l = lq.unwrap_or_else(|| lo.2.clone());
         let r = rq.unwrap_or_else(|| ro.2.clone());
         let corrected = corrected_sql(statement, cond, &l, &r, fix);
-        return Err(SqlError::SourceLocalJoin { left: lo.2, right: ro.2, corrected });
+        return Err(SqlError::SourceLocalJoin {
+            left: lo.2,
+            right: ro.2,
+            corrected,
+        });
     }
     Ok(())
 }
 
 /// For comma joins (`FROM a, b WHERE …`), check the WHERE keys.
-fn check_comma_joins(plan: &Plan, scope: &Scope, pred: &Expr, statement: &sql::Statement) -> Result<(), SqlError> {
-    let Plan::Join { left, on, filter: None, .. } = plan else { return Ok(()) };
+fn check_comma_joins(
+    plan: &Plan,
+    scope: &Scope,
+    pred: &Expr,
+    statement: &sql::Statement,
+) -> Result<(), SqlError> {
+    let Plan::Join {
+        left,
+        on,
+        filter: None,
+        ..
+    } = plan
+    else {
+        return Ok(());
+    };
     if !on.is_empty() {
         return Ok(());
     }
@@ -1584,21 +2352,44 @@ fn check_comma_joins(plan: &Plan, scope: &Scope, pred: &Expr, statement: &sql::S
         },
         _ => None,
     };
-    check_source_local(scope, left_n, &keys, statement, where_ast.as_ref(), JoinFix::Where)
+    check_source_local(
+        scope,
+        left_n,
+        &keys,
+        statement,
+        where_ast.as_ref(),
+        JoinFix::Where,
+    )
 }
 
 /// The statement with `l.source_path = r.source_path` added to the join
 /// condition (or WHERE).
-fn corrected_sql(statement: &sql::Statement, cond: Option<&sql::Expr>, l: &str, r: &str, fix: JoinFix) -> String {
+fn corrected_sql(
+    statement: &sql::Statement,
+    cond: Option<&sql::Expr>,
+    l: &str,
+    r: &str,
+    fix: JoinFix,
+) -> String {
     let extra = sql::Expr::BinaryOp {
-        left: Box::new(sql::Expr::CompoundIdentifier(vec![sql::Ident::new(l), sql::Ident::new("source_path")])),
+        left: Box::new(sql::Expr::CompoundIdentifier(vec![
+            sql::Ident::new(l),
+            sql::Ident::new("source_path"),
+        ])),
         op: sql::BinaryOperator::Eq,
-        right: Box::new(sql::Expr::CompoundIdentifier(vec![sql::Ident::new(r), sql::Ident::new("source_path")])),
+        right: Box::new(sql::Expr::CompoundIdentifier(vec![
+            sql::Ident::new(r),
+            sql::Ident::new("source_path"),
+        ])),
     };
     let mut fixed = statement.clone();
     let target = cond.cloned();
     let mut done = false;
-    let combine = |c: &sql::Expr| sql::Expr::BinaryOp { left: Box::new(c.clone()), op: sql::BinaryOperator::And, right: Box::new(extra.clone()) };
+    let combine = |c: &sql::Expr| sql::Expr::BinaryOp {
+        left: Box::new(c.clone()),
+        op: sql::BinaryOperator::And,
+        right: Box::new(extra.clone()),
+    };
     if let sql::Statement::Query(q) = &mut fixed {
         fix_set_expr(&mut q.body, &target, &combine, fix, &mut done);
     }
@@ -1609,7 +2400,13 @@ fn corrected_sql(statement: &sql::Statement, cond: Option<&sql::Expr>, l: &str, 
     }
 }
 
-fn fix_set_expr(body: &mut sql::SetExpr, target: &Option<sql::Expr>, combine: &dyn Fn(&sql::Expr) -> sql::Expr, fix: JoinFix, done: &mut bool) {
+fn fix_set_expr(
+    body: &mut sql::SetExpr,
+    target: &Option<sql::Expr>,
+    combine: &dyn Fn(&sql::Expr) -> sql::Expr,
+    fix: JoinFix,
+    done: &mut bool,
+) {
     match body {
         sql::SetExpr::Select(s) => {
             if let JoinFix::Where = fix {
@@ -1624,7 +2421,10 @@ fn fix_set_expr(body: &mut sql::SetExpr, target: &Option<sql::Expr>, combine: &d
             for twj in &mut s.from {
                 for j in &mut twj.joins {
                     let c = match &mut j.join_operator {
-                        sql::JoinOperator::Join(c) | sql::JoinOperator::Inner(c) | sql::JoinOperator::Left(c) | sql::JoinOperator::LeftOuter(c) => c,
+                        sql::JoinOperator::Join(c)
+                        | sql::JoinOperator::Inner(c)
+                        | sql::JoinOperator::Left(c)
+                        | sql::JoinOperator::LeftOuter(c) => c,
                         _ => continue,
                     };
                     if let sql::JoinConstraint::On(e) = c {
@@ -1644,4 +2444,3 @@ fn fix_set_expr(body: &mut sql::SetExpr, target: &Option<sql::Expr>, combine: &d
         _ => {}
     }
 }
-

@@ -106,7 +106,9 @@ pub enum SqlError {
         limit: u64,
     },
     /// The output is larger than `--max-output-bytes`.
-    #[error("the output is larger than {limit} bytes; narrow the query or raise --max-output-bytes")]
+    #[error(
+        "the output is larger than {limit} bytes; narrow the query or raise --max-output-bytes"
+    )]
     OutputTooLarge {
         /// The bound.
         limit: u64,
@@ -166,7 +168,9 @@ impl SqlError {
     }
 
     pub(crate) fn plan(message: impl Into<String>) -> Self {
-        SqlError::Plan { message: message.into() }
+        SqlError::Plan {
+            message: message.into(),
+        }
     }
 
     pub(crate) fn unsupported(what: impl Into<String>) -> Self {
@@ -174,7 +178,9 @@ impl SqlError {
     }
 
     pub(crate) fn type_error(message: impl Into<String>) -> Self {
-        SqlError::Type { message: message.into() }
+        SqlError::Type {
+            message: message.into(),
+        }
     }
 }
 
@@ -182,7 +188,10 @@ impl From<arrow::error::ArrowError> for SqlError {
     fn from(e: arrow::error::ArrowError) -> Self {
         match e {
             arrow::error::ArrowError::DivideByZero => SqlError::DivisionByZero,
-            arrow::error::ArrowError::CastError(m) => SqlError::Cast { value: m, to: "the target type".into() },
+            arrow::error::ArrowError::CastError(m) => SqlError::Cast {
+                value: m,
+                to: "the target type".into(),
+            },
             other => SqlError::Internal(other.to_string()),
         }
     }
@@ -207,7 +216,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
     for (i, ca) in a.chars().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
         }
         prev = cur;
     }

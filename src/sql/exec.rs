@@ -27,13 +27,20 @@ pub struct ExecCtx<'a> {
 impl<'a> ExecCtx<'a> {
     /// A context for one query.
     pub fn new(provider: &'a dyn Provider, limits: Limits) -> Self {
-        ExecCtx { provider, limits, started: Instant::now(), peak: AtomicU64::new(0) }
+        ExecCtx {
+            provider,
+            limits,
+            started: Instant::now(),
+            peak: AtomicU64::new(0),
+        }
     }
 
     pub(crate) fn check_time(&self) -> Result<(), SqlError> {
         if let Some(t) = self.limits.timeout {
             if self.started.elapsed() > t {
-                return Err(SqlError::Timeout { seconds: t.as_secs_f64() });
+                return Err(SqlError::Timeout {
+                    seconds: t.as_secs_f64(),
+                });
             }
         }
         Ok(())
@@ -42,7 +49,10 @@ impl<'a> ExecCtx<'a> {
     fn check_memory(&self, bytes: usize, what: &'static str) -> Result<(), SqlError> {
         self.peak.fetch_max(bytes as u64, Ordering::Relaxed);
         if bytes as u64 > self.limits.memory_budget {
-            return Err(SqlError::MemoryBudget { limit: self.limits.memory_budget, what });
+            return Err(SqlError::MemoryBudget {
+                limit: self.limits.memory_budget,
+                what,
+            });
         }
         Ok(())
     }
@@ -56,8 +66,17 @@ fn batches_size(b: &[RecordBatch]) -> usize {
 pub fn execute(plan: &Plan, ctx: &ExecCtx<'_>) -> Result<Vec<RecordBatch>, SqlError> {
     ctx.check_time()?;
     let out = match plan {
-        Plan::Scan { dataset, relation, columns, filter, .. } => {
-            let filter = filter.as_ref().map(|f| materialise(f.clone(), ctx)).transpose()?;
+        Plan::Scan {
+            dataset,
+            relation,
+            columns,
+            filter,
+            ..
+        } => {
+            let filter = filter
+                .as_ref()
+                .map(|f| materialise(f.clone(), ctx))
+                .transpose()?;
             let post = |b: RecordBatch| -> Result<RecordBatch, SqlError> {
                 match &filter {
                     Some(f) => {
@@ -68,7 +87,10 @@ pub fn execute(plan: &Plan, ctx: &ExecCtx<'_>) -> Result<Vec<RecordBatch>, SqlEr
                 }
             };
             let limit_hint = None;
-            ctx.provider.scan(dataset, relation, columns, &post, limit_hint, &|| ctx.check_time())?
+            ctx.provider
+                .scan(dataset, relation, columns, &post, limit_hint, &|| {
+                    ctx.check_time()
+                })?
         }
         Plan::Values { schema, rows } => {
             let mut cols: Vec<ArrayRef> = Vec::new();
@@ -77,14 +99,22 @@ pub fn execute(plan: &Plan, ctx: &ExecCtx<'_>) -> Result<Vec<RecordBatch>, SqlEr
                     .iter()
                     .map(|r| {
                         let a = r[c].to_array(1);
-                        if a.data_type() == f.data_type() { Ok(a) } else { super::expr::cast_array(&a, f.data_type()) }
+                        if a.data_type() == f.data_type() {
+                            Ok(a)
+                        } else {
+                            super::expr::cast_array(&a, f.data_type())
+                        }
                     })
                     .collect::<Result<_, SqlError>>()?;
                 let refs: Vec<&dyn arrow::array::Array> = parts.iter().map(AsRef::as_ref).collect();
                 cols.push(arrow::compute::concat(&refs)?);
             }
             let opts = RecordBatchOptions::new().with_row_count(Some(rows.len()));
-            vec![RecordBatch::try_new_with_options(schema.clone(), cols, &opts)?]
+            vec![RecordBatch::try_new_with_options(
+                schema.clone(),
+                cols,
+                &opts,
+            )?]
         }
         Plan::Filter { input, predicate } => {
             let predicate = materialise(predicate.clone(), ctx)?;
@@ -96,17 +126,35 @@ pub fn execute(plan: &Plan, ctx: &ExecCtx<'_>) -> Result<Vec<RecordBatch>, SqlEr
                 })
                 .collect::<Result<Vec<_>, SqlError>>()?
         }
-        Plan::Project { input, exprs, schema } => {
-            let exprs = exprs.iter().map(|e| materialise(e.clone(), ctx)).collect::<Result<Vec<_>, _>>()?;
+        Plan::Project {
+            input,
+            exprs,
+            schema,
+        } => {
+            let exprs = exprs
+                .iter()
+                .map(|e| materialise(e.clone(), ctx))
+                .collect::<Result<Vec<_>, _>>()?;
             let inp = execute(input, ctx)?;
             project(&inp, &exprs, schema)?
         }
-        Plan::Aggregate { input, group, aggs, schema } => {
+        Plan::Aggregate {
+            input,
+            group,
+            aggs,
+            schema,
+        } => {
             let inp = execute(input, ctx)?;
             ctx.check_time()?;
-            ops::aggregate::run(schema, &inp, group, aggs, &|bytes| ctx.check_memory(bytes, "aggregate"))?
+            ops::aggregate::run(schema, &inp, group, aggs, &|bytes| {
+                ctx.check_memory(bytes, "aggregate")
+            })?
         }
-        Plan::Window { input, calls, schema } => {
+        Plan::Window {
+            input,
+            calls,
+            schema,
+        } => {
             let inp = execute(input, ctx)?;
             ctx.check_memory(batches_size(&inp), "window")?;
             ops::window::run(&input.schema(), &inp, calls, schema)?
@@ -117,7 +165,11 @@ pub fn execute(plan: &Plan, ctx: &ExecCtx<'_>) -> Result<Vec<RecordBatch>, SqlEr
             ctx.check_time()?;
             ops::sort::run(&input.schema(), &inp, keys, *fetch)?
         }
-        Plan::Limit { input, limit, offset } => {
+        Plan::Limit {
+            input,
+            limit,
+            offset,
+        } => {
             let inp = execute(input, ctx)?;
             limit_batches(inp, *offset, *limit)
         }
@@ -126,12 +178,32 @@ pub fn execute(plan: &Plan, ctx: &ExecCtx<'_>) -> Result<Vec<RecordBatch>, SqlEr
             ctx.check_memory(batches_size(&inp), "distinct")?;
             ops::distinct::run(&input.schema(), &inp)?
         }
-        Plan::Join { left, right, kind, on, filter, schema } => {
+        Plan::Join {
+            left,
+            right,
+            kind,
+            on,
+            filter,
+            schema,
+        } => {
             let l = execute(left, ctx)?;
             let r = execute(right, ctx)?;
             ctx.check_memory(batches_size(&r), "join build side")?;
-            let filter = filter.as_ref().map(|f| materialise(f.clone(), ctx)).transpose()?;
-            ops::join::run(&left.schema(), &l, &right.schema(), &r, *kind, on, filter.as_ref(), schema, &|bytes| ctx.check_memory(bytes, "join"))?
+            let filter = filter
+                .as_ref()
+                .map(|f| materialise(f.clone(), ctx))
+                .transpose()?;
+            ops::join::run(
+                &left.schema(),
+                &l,
+                &right.schema(),
+                &r,
+                *kind,
+                on,
+                filter.as_ref(),
+                schema,
+                &|bytes| ctx.check_memory(bytes, "join"),
+            )?
         }
         Plan::Union { inputs, schema } => {
             let mut out = Vec::new();
@@ -150,7 +222,11 @@ pub fn execute(plan: &Plan, ctx: &ExecCtx<'_>) -> Result<Vec<RecordBatch>, SqlEr
     Ok(out)
 }
 
-fn project(inp: &[RecordBatch], exprs: &[Expr], schema: &SchemaRef) -> Result<Vec<RecordBatch>, SqlError> {
+fn project(
+    inp: &[RecordBatch],
+    exprs: &[Expr],
+    schema: &SchemaRef,
+) -> Result<Vec<RecordBatch>, SqlError> {
     inp.iter()
         .map(|b| {
             let cols = exprs
@@ -158,11 +234,19 @@ fn project(inp: &[RecordBatch], exprs: &[Expr], schema: &SchemaRef) -> Result<Ve
                 .zip(schema.fields())
                 .map(|(e, f)| {
                     let a = eval(e, b)?;
-                    if a.data_type() == f.data_type() { Ok(a) } else { super::expr::cast_array(&a, f.data_type()) }
+                    if a.data_type() == f.data_type() {
+                        Ok(a)
+                    } else {
+                        super::expr::cast_array(&a, f.data_type())
+                    }
                 })
                 .collect::<Result<Vec<_>, SqlError>>()?;
             let opts = RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
-            Ok(RecordBatch::try_new_with_options(schema.clone(), cols, &opts)?)
+            Ok(RecordBatch::try_new_with_options(
+                schema.clone(),
+                cols,
+                &opts,
+            )?)
         })
         .collect()
 }
@@ -190,14 +274,23 @@ fn limit_batches(inp: Vec<RecordBatch>, offset: usize, limit: Option<usize>) -> 
 
 /// Replace IN-subqueries by their (executed) values.
 fn materialise(mut e: Expr, ctx: &ExecCtx<'_>) -> Result<Expr, SqlError> {
-    if let Expr::InSubquery { expr, plan, negated } = e {
+    if let Expr::InSubquery {
+        expr,
+        plan,
+        negated,
+    } = e
+    {
         let plan = super::optimize::optimize(*plan);
         let batches = execute(&plan, ctx)?;
         let schema = plan.schema();
         let all = ops::concat(&schema, &batches)?;
         let values: ArrayRef = Arc::clone(all.column(0));
         let expr = materialise(*expr, ctx)?;
-        return Ok(Expr::InValues { expr: Box::new(expr), values, negated });
+        return Ok(Expr::InValues {
+            expr: Box::new(expr),
+            values,
+            negated,
+        });
     }
     let mut err = None;
     for c in e.children_mut() {

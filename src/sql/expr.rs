@@ -4,7 +4,10 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use arrow::array::{new_null_array, Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, StringArray, TimestampNanosecondArray};
+use arrow::array::{
+    new_null_array, Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, StringArray,
+    TimestampNanosecondArray,
+};
 use arrow::compute::kernels::{boolean, cmp, numeric};
 use arrow::compute::{cast_with_options, CastOptions};
 use arrow::datatypes::DataType;
@@ -21,7 +24,9 @@ pub fn eval(e: &Expr, batch: &RecordBatch) -> Result<ArrayRef, SqlError> {
     Ok(match e {
         Expr::Column { index, .. } => batch.column(*index).clone(),
         Expr::Literal(s) => s.to_array(n),
-        Expr::Binary { op, left, right, .. } => {
+        Expr::Binary {
+            op, left, right, ..
+        } => {
             let l = eval(left, batch)?;
             let r = eval(right, batch)?;
             binary(*op, &l, &r)?
@@ -36,10 +41,19 @@ pub fn eval(e: &Expr, batch: &RecordBatch) -> Result<ArrayRef, SqlError> {
         }
         Expr::IsNull { expr, negated } => {
             let v = eval(expr, batch)?;
-            let r = if *negated { arrow::compute::is_not_null(&v)? } else { arrow::compute::is_null(&v)? };
+            let r = if *negated {
+                arrow::compute::is_not_null(&v)?
+            } else {
+                arrow::compute::is_null(&v)?
+            };
             Arc::new(r)
         }
-        Expr::Like { expr, pattern, negated, case_insensitive } => {
+        Expr::Like {
+            expr,
+            pattern,
+            negated,
+            case_insensitive,
+        } => {
             let v = eval(expr, batch)?;
             let p = eval(pattern, batch)?;
             if v.data_type() == &DataType::Null || p.data_type() == &DataType::Null {
@@ -53,16 +67,33 @@ pub fn eval(e: &Expr, batch: &RecordBatch) -> Result<ArrayRef, SqlError> {
             };
             Arc::new(r)
         }
-        Expr::InList { expr, list, negated } => {
+        Expr::InList {
+            expr,
+            list,
+            negated,
+        } => {
             let v = eval(expr, batch)?;
             in_list(&v, list, *negated, batch)?
         }
-        Expr::InSubquery { .. } => return Err(SqlError::Internal("subquery was not materialised before execution".into())),
-        Expr::InValues { expr, values, negated } => {
+        Expr::InSubquery { .. } => {
+            return Err(SqlError::Internal(
+                "subquery was not materialised before execution".into(),
+            ))
+        }
+        Expr::InValues {
+            expr,
+            values,
+            negated,
+        } => {
             let v = eval(expr, batch)?;
             Arc::new(in_values(&v, values, *negated)?)
         }
-        Expr::Case { operand, whens, else_, ty } => {
+        Expr::Case {
+            operand,
+            whens,
+            else_,
+            ty,
+        } => {
             let mut result = match else_ {
                 Some(x) => eval(x, batch)?,
                 None => new_null_array(ty, n),
@@ -87,7 +118,10 @@ pub fn eval(e: &Expr, batch: &RecordBatch) -> Result<ArrayRef, SqlError> {
             cast_array(&v, to)?
         }
         Expr::Call { func, args, .. } => {
-            let vals = args.iter().map(|a| eval(a, batch)).collect::<Result<Vec<_>, _>>()?;
+            let vals = args
+                .iter()
+                .map(|a| eval(a, batch))
+                .collect::<Result<Vec<_>, _>>()?;
             eval_call(*func, &vals, n)?
         }
     })
@@ -111,13 +145,20 @@ pub fn true_mask(b: &BooleanArray) -> BooleanArray {
 }
 
 fn as_bool(a: &ArrayRef) -> Result<&BooleanArray, SqlError> {
-    a.as_any().downcast_ref::<BooleanArray>().ok_or_else(|| SqlError::type_error(format!("expected BOOLEAN, found {}", type_name(a.data_type()))))
+    a.as_any().downcast_ref::<BooleanArray>().ok_or_else(|| {
+        SqlError::type_error(format!(
+            "expected BOOLEAN, found {}",
+            type_name(a.data_type())
+        ))
+    })
 }
 
 fn arith_error(e: arrow::error::ArrowError) -> SqlError {
     match e {
         arrow::error::ArrowError::DivideByZero => SqlError::DivisionByZero,
-        arrow::error::ArrowError::ArithmeticOverflow(m) => SqlError::type_error(format!("integer overflow: {m}")),
+        arrow::error::ArrowError::ArithmeticOverflow(m) => {
+            SqlError::type_error(format!("integer overflow: {m}"))
+        }
         other => SqlError::from(other),
     }
 }
@@ -125,17 +166,39 @@ fn arith_error(e: arrow::error::ArrowError) -> SqlError {
 fn binary(op: BinOp, l: &ArrayRef, r: &ArrayRef) -> Result<ArrayRef, SqlError> {
     let n = l.len();
     if matches!(op, BinOp::And | BinOp::Or) {
-        let l = if l.data_type() == &DataType::Null { new_null_array(&DataType::Boolean, n) } else { l.clone() };
-        let r = if r.data_type() == &DataType::Null { new_null_array(&DataType::Boolean, n) } else { r.clone() };
+        let l = if l.data_type() == &DataType::Null {
+            new_null_array(&DataType::Boolean, n)
+        } else {
+            l.clone()
+        };
+        let r = if r.data_type() == &DataType::Null {
+            new_null_array(&DataType::Boolean, n)
+        } else {
+            r.clone()
+        };
         let (lb, rb) = (as_bool(&l)?, as_bool(&r)?);
-        return Ok(Arc::new(if op == BinOp::And { boolean::and_kleene(lb, rb)? } else { boolean::or_kleene(lb, rb)? }));
+        return Ok(Arc::new(if op == BinOp::And {
+            boolean::and_kleene(lb, rb)?
+        } else {
+            boolean::or_kleene(lb, rb)?
+        }));
     }
     if op.is_comparison() {
         return Ok(Arc::new(compare(l, r, op)?));
     }
     if l.data_type() == &DataType::Null || r.data_type() == &DataType::Null {
-        let t = if op == BinOp::Concat { DataType::Utf8 } else if l.data_type() == &DataType::Null { r.data_type().clone() } else { l.data_type().clone() };
-        let t = if t == DataType::Null { DataType::Int64 } else { t };
+        let t = if op == BinOp::Concat {
+            DataType::Utf8
+        } else if l.data_type() == &DataType::Null {
+            r.data_type().clone()
+        } else {
+            l.data_type().clone()
+        };
+        let t = if t == DataType::Null {
+            DataType::Int64
+        } else {
+            t
+        };
         return Ok(new_null_array(&t, n));
     }
     Ok(match op {
@@ -143,7 +206,10 @@ fn binary(op: BinOp, l: &ArrayRef, r: &ArrayRef) -> Result<ArrayRef, SqlError> {
         BinOp::Minus => numeric::sub(l, r).map_err(arith_error)?,
         BinOp::Mul => numeric::mul(l, r).map_err(arith_error)?,
         BinOp::Div => {
-            let (lf, rf) = (cast_array(l, &DataType::Float64)?, cast_array(r, &DataType::Float64)?);
+            let (lf, rf) = (
+                cast_array(l, &DataType::Float64)?,
+                cast_array(r, &DataType::Float64)?,
+            );
             let rv = rf.as_primitive::<arrow::datatypes::Float64Type>();
             if rv.iter().any(|v| v == Some(0.0)) {
                 return Err(SqlError::DivisionByZero);
@@ -161,7 +227,11 @@ fn binary(op: BinOp, l: &ArrayRef, r: &ArrayRef) -> Result<ArrayRef, SqlError> {
         }
         BinOp::Concat => {
             let (a, b) = (l.as_string::<i32>(), r.as_string::<i32>());
-            let out: StringArray = a.iter().zip(b.iter()).map(|(x, y)| Some(format!("{}{}", x?, y?))).collect();
+            let out: StringArray = a
+                .iter()
+                .zip(b.iter())
+                .map(|(x, y)| Some(format!("{}{}", x?, y?)))
+                .collect();
             Arc::new(out)
         }
         _ => unreachable!("comparisons and logic handled above"),
@@ -210,12 +280,20 @@ fn key_of(a: &dyn Array, i: usize) -> Option<Key> {
         }
         DataType::Utf8 => Key::S(a.as_string::<i32>().value(i).to_string()),
         DataType::Boolean => Key::B(a.as_boolean().value(i)),
-        DataType::Timestamp(..) => Key::I(a.as_primitive::<arrow::datatypes::TimestampNanosecondType>().value(i)),
+        DataType::Timestamp(..) => Key::I(
+            a.as_primitive::<arrow::datatypes::TimestampNanosecondType>()
+                .value(i),
+        ),
         _ => return None,
     })
 }
 
-fn in_list(v: &ArrayRef, list: &[Expr], negated: bool, batch: &RecordBatch) -> Result<ArrayRef, SqlError> {
+fn in_list(
+    v: &ArrayRef,
+    list: &[Expr],
+    negated: bool,
+    batch: &RecordBatch,
+) -> Result<ArrayRef, SqlError> {
     let n = v.len();
     if list.iter().all(|e| matches!(e, Expr::Literal(_))) {
         let mut set = HashSet::with_capacity(list.len());
@@ -223,7 +301,11 @@ fn in_list(v: &ArrayRef, list: &[Expr], negated: bool, batch: &RecordBatch) -> R
         for e in list {
             let Expr::Literal(s) = e else { unreachable!() };
             let a = s.to_array(1);
-            let a = if a.data_type() == v.data_type() || s.is_null() { a } else { cast_array(&a, v.data_type())? };
+            let a = if a.data_type() == v.data_type() || s.is_null() {
+                a
+            } else {
+                cast_array(&a, v.data_type())?
+            };
             match key_of(a.as_ref(), 0) {
                 Some(k) => {
                     set.insert(k);
@@ -262,7 +344,11 @@ fn membership(v: &ArrayRef, set: &HashSet<Key>, has_null: bool, negated: bool) -
 
 /// Rows of `v` whose value is in `values` (a one-column subquery result).
 pub fn in_values(v: &ArrayRef, values: &ArrayRef, negated: bool) -> Result<BooleanArray, SqlError> {
-    let values = if values.data_type() == v.data_type() { values.clone() } else { cast_array(values, v.data_type())? };
+    let values = if values.data_type() == v.data_type() {
+        values.clone()
+    } else {
+        cast_array(values, v.data_type())?
+    };
     let mut set = HashSet::with_capacity(values.len());
     let mut has_null = false;
     for i in 0..values.len() {
@@ -314,13 +400,16 @@ pub fn cast_array(a: &ArrayRef, to: &DataType) -> Result<ArrayRef, SqlError> {
         (DataType::Float64, DataType::Int64) => {
             let f = a.as_primitive::<arrow::datatypes::Float64Type>();
             let mut out = Vec::with_capacity(f.len());
-            for v in f.iter() {
+            for v in f {
                 out.push(match v {
                     None => None,
                     Some(x) => {
                         let r = x.round();
                         if !r.is_finite() || r < i64::MIN as f64 || r > i64::MAX as f64 {
-                            return Err(SqlError::Cast { value: x.to_string(), to: "BIGINT".into() });
+                            return Err(SqlError::Cast {
+                                value: x.to_string(),
+                                to: "BIGINT".into(),
+                            });
                         }
                         Some(r as i64)
                     }
@@ -331,13 +420,18 @@ pub fn cast_array(a: &ArrayRef, to: &DataType) -> Result<ArrayRef, SqlError> {
         (DataType::Utf8, DataType::Timestamp(..)) => {
             let s = a.as_string::<i32>();
             let mut out = Vec::with_capacity(s.len());
-            for v in s.iter() {
+            for v in s {
                 out.push(match v {
                     None => None,
-                    Some(t) => Some(parse_ts_text(t).ok_or_else(|| SqlError::Cast { value: shorten(t), to: "TIMESTAMP".into() })?),
+                    Some(t) => Some(parse_ts_text(t).ok_or_else(|| SqlError::Cast {
+                        value: shorten(t),
+                        to: "TIMESTAMP".into(),
+                    })?),
                 });
             }
-            Ok(Arc::new(TimestampNanosecondArray::from(out).with_timezone("UTC")))
+            Ok(Arc::new(
+                TimestampNanosecondArray::from(out).with_timezone("UTC"),
+            ))
         }
         (DataType::Timestamp(..), DataType::Utf8) => {
             let t = a.as_primitive::<arrow::datatypes::TimestampNanosecondType>();
@@ -352,12 +446,17 @@ pub fn cast_array(a: &ArrayRef, to: &DataType) -> Result<ArrayRef, SqlError> {
         (DataType::Utf8, DataType::Boolean) => {
             let s = a.as_string::<i32>();
             let mut out = Vec::with_capacity(s.len());
-            for v in s.iter() {
+            for v in s {
                 out.push(match v.map(|x| x.trim().to_ascii_lowercase()) {
                     None => None,
                     Some(x) if ["true", "t", "1", "yes", "y"].contains(&x.as_str()) => Some(true),
                     Some(x) if ["false", "f", "0", "no", "n"].contains(&x.as_str()) => Some(false),
-                    Some(x) => return Err(SqlError::Cast { value: shorten(&x), to: "BOOLEAN".into() }),
+                    Some(x) => {
+                        return Err(SqlError::Cast {
+                            value: shorten(&x),
+                            to: "BOOLEAN".into(),
+                        })
+                    }
                 });
             }
             Ok(Arc::new(BooleanArray::from(out)))
@@ -366,27 +465,39 @@ pub fn cast_array(a: &ArrayRef, to: &DataType) -> Result<ArrayRef, SqlError> {
             let s = a.as_string::<i32>();
             if to == &DataType::Int64 {
                 let mut out = Vec::with_capacity(s.len());
-                for v in s.iter() {
+                for v in s {
                     out.push(match v {
                         None => None,
-                        Some(t) => Some(t.trim().parse::<i64>().map_err(|_| SqlError::Cast { value: shorten(t), to: "BIGINT".into() })?),
+                        Some(t) => Some(t.trim().parse::<i64>().map_err(|_| SqlError::Cast {
+                            value: shorten(t),
+                            to: "BIGINT".into(),
+                        })?),
                     });
                 }
                 Ok(Arc::new(Int64Array::from(out)))
             } else {
                 let mut out = Vec::with_capacity(s.len());
-                for v in s.iter() {
+                for v in s {
                     out.push(match v {
                         None => None,
-                        Some(t) => Some(t.trim().parse::<f64>().map_err(|_| SqlError::Cast { value: shorten(t), to: "DOUBLE".into() })?),
+                        Some(t) => Some(t.trim().parse::<f64>().map_err(|_| SqlError::Cast {
+                            value: shorten(t),
+                            to: "DOUBLE".into(),
+                        })?),
                     });
                 }
                 Ok(Arc::new(Float64Array::from(out)))
             }
         }
         _ => {
-            let opts = CastOptions { safe: false, ..Default::default() };
-            cast_with_options(a, to, &opts).map_err(|e| SqlError::Cast { value: e.to_string(), to: type_name(to).into() })
+            let opts = CastOptions {
+                safe: false,
+                ..Default::default()
+            };
+            cast_with_options(a, to, &opts).map_err(|e| SqlError::Cast {
+                value: e.to_string(),
+                to: type_name(to).into(),
+            })
         }
     }
 }
@@ -429,10 +540,19 @@ pub fn parse_ts_text(t: &str) -> Option<i64> {
         return Some(ns);
     }
     let t = t.trim_end_matches("+00").trim_end_matches('Z');
-    for fmt in ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M"] {
+    for fmt in [
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M",
+        "%Y-%m-%dT%H:%M",
+    ] {
         if let Ok(d) = chrono::NaiveDateTime::parse_from_str(t, fmt) {
             return d.and_utc().timestamp_nanos_opt();
         }
     }
-    chrono::NaiveDate::parse_from_str(t, "%Y-%m-%d").ok()?.and_hms_opt(0, 0, 0)?.and_utc().timestamp_nanos_opt()
+    chrono::NaiveDate::parse_from_str(t, "%Y-%m-%d")
+        .ok()?
+        .and_hms_opt(0, 0, 0)?
+        .and_utc()
+        .timestamp_nanos_opt()
 }

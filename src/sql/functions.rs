@@ -3,7 +3,10 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, StringArray, TimestampNanosecondArray};
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, StringArray,
+    TimestampNanosecondArray,
+};
 use arrow::datatypes::{DataType, TimestampNanosecondType};
 use chrono::{DateTime, Datelike, Timelike};
 use serde_json::Value;
@@ -14,15 +17,40 @@ use super::value::{common_type, is_numeric, ts_type, type_name};
 use super::SqlError;
 
 const NAMES: &[&str] = &[
-    "lower", "upper", "length", "char_length", "substr", "substring", "trim", "coalesce", "ifnull", "nullif", "abs", "round",
-    "date_trunc", "date_part", "json_extract", "json_extract_string", "json_extract_path_text", "concat", "replace",
-    "starts_with", "contains",
+    "lower",
+    "upper",
+    "length",
+    "char_length",
+    "substr",
+    "substring",
+    "trim",
+    "coalesce",
+    "ifnull",
+    "nullif",
+    "abs",
+    "round",
+    "date_trunc",
+    "date_part",
+    "json_extract",
+    "json_extract_string",
+    "json_extract_path_text",
+    "concat",
+    "replace",
+    "starts_with",
+    "contains",
 ];
 
 fn arity(name: &str, args: &[Expr], min: usize, max: usize) -> Result<(), SqlError> {
     if args.len() < min || args.len() > max {
-        let want = if min == max { format!("{min}") } else { format!("{min} to {max}") };
-        return Err(SqlError::plan(format!("{name}() takes {want} arguments, got {}", args.len())));
+        let want = if min == max {
+            format!("{min}")
+        } else {
+            format!("{min} to {max}")
+        };
+        return Err(SqlError::plan(format!(
+            "{name}() takes {want} arguments, got {}",
+            args.len()
+        )));
     }
     Ok(())
 }
@@ -30,18 +58,32 @@ fn arity(name: &str, args: &[Expr], min: usize, max: usize) -> Result<(), SqlErr
 fn text_arg(name: &str, e: Expr) -> Result<Expr, SqlError> {
     match e.data_type() {
         DataType::Utf8 => Ok(e),
-        DataType::Null | DataType::Int64 | DataType::Float64 | DataType::Boolean | DataType::Timestamp(..) => {
-            Ok(Expr::Cast { expr: Box::new(e), to: DataType::Utf8 })
-        }
-        other => Err(SqlError::type_error(format!("{name}() needs TEXT, found {}", type_name(&other)))),
+        DataType::Null
+        | DataType::Int64
+        | DataType::Float64
+        | DataType::Boolean
+        | DataType::Timestamp(..) => Ok(Expr::Cast {
+            expr: Box::new(e),
+            to: DataType::Utf8,
+        }),
+        other => Err(SqlError::type_error(format!(
+            "{name}() needs TEXT, found {}",
+            type_name(&other)
+        ))),
     }
 }
 
 fn int_arg(name: &str, e: Expr) -> Result<Expr, SqlError> {
     match e.data_type() {
         DataType::Int64 => Ok(e),
-        DataType::Null | DataType::Float64 => Ok(Expr::Cast { expr: Box::new(e), to: DataType::Int64 }),
-        other => Err(SqlError::type_error(format!("{name}() needs an integer, found {}", type_name(&other)))),
+        DataType::Null | DataType::Float64 => Ok(Expr::Cast {
+            expr: Box::new(e),
+            to: DataType::Int64,
+        }),
+        other => Err(SqlError::type_error(format!(
+            "{name}() needs an integer, found {}",
+            type_name(&other)
+        ))),
     }
 }
 
@@ -68,7 +110,10 @@ pub fn bind_function(name: &str, args: Vec<Expr>) -> Result<Expr, SqlError> {
         "starts_with" => Func::StartsWith,
         "contains" => Func::Contains,
         other => {
-            return Err(SqlError::UnknownFunction { name: other.to_string(), hint: suggest(other, NAMES.iter().copied()) });
+            return Err(SqlError::UnknownFunction {
+                name: other.to_string(),
+                hint: suggest(other, NAMES.iter().copied()),
+            });
         }
     };
     typed_call(func, args)
@@ -80,11 +125,17 @@ pub fn typed_call(func: Func, args: Vec<Expr>) -> Result<Expr, SqlError> {
     let (args, ty) = match func {
         Func::Lower | Func::Upper | Func::Trim => {
             arity(name, &args, 1, 1)?;
-            (vec![text_arg(name, args.into_iter().next().expect("checked"))?], DataType::Utf8)
+            (
+                vec![text_arg(name, args.into_iter().next().expect("checked"))?],
+                DataType::Utf8,
+            )
         }
         Func::Length => {
             arity(name, &args, 1, 1)?;
-            (vec![text_arg(name, args.into_iter().next().expect("checked"))?], DataType::Int64)
+            (
+                vec![text_arg(name, args.into_iter().next().expect("checked"))?],
+                DataType::Int64,
+            )
         }
         Func::Substr => {
             arity(name, &args, 2, 3)?;
@@ -101,15 +152,42 @@ pub fn typed_call(func: Func, args: Vec<Expr>) -> Result<Expr, SqlError> {
             }
             let mut t = DataType::Null;
             for a in &args {
-                t = common_type(&t, &a.data_type()).ok_or_else(|| SqlError::type_error("coalesce() arguments have different types"))?;
+                t = common_type(&t, &a.data_type()).ok_or_else(|| {
+                    SqlError::type_error("coalesce() arguments have different types")
+                })?;
             }
-            let args = args.into_iter().map(|a| if a.data_type() == t { a } else { Expr::Cast { expr: Box::new(a), to: t.clone() } }).collect();
+            let args = args
+                .into_iter()
+                .map(|a| {
+                    if a.data_type() == t {
+                        a
+                    } else {
+                        Expr::Cast {
+                            expr: Box::new(a),
+                            to: t.clone(),
+                        }
+                    }
+                })
+                .collect();
             (args, t)
         }
         Func::NullIf => {
             arity(name, &args, 2, 2)?;
-            let t = common_type(&args[0].data_type(), &args[1].data_type()).ok_or_else(|| SqlError::type_error("nullif() arguments have different types"))?;
-            let args = args.into_iter().map(|a| if a.data_type() == t { a } else { Expr::Cast { expr: Box::new(a), to: t.clone() } }).collect();
+            let t = common_type(&args[0].data_type(), &args[1].data_type())
+                .ok_or_else(|| SqlError::type_error("nullif() arguments have different types"))?;
+            let args = args
+                .into_iter()
+                .map(|a| {
+                    if a.data_type() == t {
+                        a
+                    } else {
+                        Expr::Cast {
+                            expr: Box::new(a),
+                            to: t.clone(),
+                        }
+                    }
+                })
+                .collect();
             (args, t)
         }
         Func::Abs => {
@@ -118,7 +196,14 @@ pub fn typed_call(func: Func, args: Vec<Expr>) -> Result<Expr, SqlError> {
             if !is_numeric(&t) && t != DataType::Null {
                 return Err(SqlError::type_error(format!("abs() of {}", type_name(&t))));
             }
-            (args, if t == DataType::Null { DataType::Int64 } else { t })
+            (
+                args,
+                if t == DataType::Null {
+                    DataType::Int64
+                } else {
+                    t
+                },
+            )
         }
         Func::Round => {
             arity(name, &args, 1, 2)?;
@@ -126,9 +211,15 @@ pub fn typed_call(func: Func, args: Vec<Expr>) -> Result<Expr, SqlError> {
             let x = it.next().expect("checked");
             let t = x.data_type();
             if !is_numeric(&t) && t != DataType::Null {
-                return Err(SqlError::type_error(format!("round() of {}", type_name(&t))));
+                return Err(SqlError::type_error(format!(
+                    "round() of {}",
+                    type_name(&t)
+                )));
             }
-            let mut out = vec![Expr::Cast { expr: Box::new(x), to: DataType::Float64 }];
+            let mut out = vec![Expr::Cast {
+                expr: Box::new(x),
+                to: DataType::Float64,
+            }];
             if let Some(d) = it.next() {
                 out.push(int_arg(name, d)?);
             }
@@ -139,21 +230,49 @@ pub fn typed_call(func: Func, args: Vec<Expr>) -> Result<Expr, SqlError> {
             let mut it = args.into_iter();
             let unit = it.next().expect("checked");
             let Expr::Literal(super::value::Scalar::Str(u)) = &unit else {
-                return Err(SqlError::plan(format!("the first argument of {name}() must be a string literal unit")));
+                return Err(SqlError::plan(format!(
+                    "the first argument of {name}() must be a string literal unit"
+                )));
             };
             let u = u.to_ascii_lowercase();
-            let ok = ["year", "quarter", "month", "week", "day", "hour", "minute", "second", "millisecond", "microsecond"];
+            let ok = [
+                "year",
+                "quarter",
+                "month",
+                "week",
+                "day",
+                "hour",
+                "minute",
+                "second",
+                "millisecond",
+                "microsecond",
+            ];
             let extra = ["epoch", "dow", "doy", "dayofweek", "dayofyear"];
-            if !ok.contains(&u.as_str()) && !(func == Func::Extract && extra.contains(&u.as_str())) {
+            if !ok.contains(&u.as_str()) && !(func == Func::Extract && extra.contains(&u.as_str()))
+            {
                 return Err(SqlError::plan(format!("unknown unit `{u}` for {name}()")));
             }
             let ts = it.next().expect("checked");
             let ts = match ts.data_type() {
                 DataType::Timestamp(..) => ts,
-                DataType::Utf8 | DataType::Null => Expr::Cast { expr: Box::new(ts), to: ts_type() },
-                other => return Err(SqlError::type_error(format!("{name}() needs a TIMESTAMP, found {}", type_name(&other)))),
+                DataType::Utf8 | DataType::Null => Expr::Cast {
+                    expr: Box::new(ts),
+                    to: ts_type(),
+                },
+                other => {
+                    return Err(SqlError::type_error(format!(
+                        "{name}() needs a TIMESTAMP, found {}",
+                        type_name(&other)
+                    )))
+                }
             };
-            let ty = if func == Func::DateTrunc { ts_type() } else if u == "epoch" { DataType::Float64 } else { DataType::Int64 };
+            let ty = if func == Func::DateTrunc {
+                ts_type()
+            } else if u == "epoch" {
+                DataType::Float64
+            } else {
+                DataType::Int64
+            };
             (vec![Expr::Literal(super::value::Scalar::Str(u)), ts], ty)
         }
         Func::JsonExtract | Func::JsonExtractString | Func::JsonArrow | Func::JsonLongArrow => {
@@ -162,33 +281,52 @@ pub fn typed_call(func: Func, args: Vec<Expr>) -> Result<Expr, SqlError> {
             let doc = text_arg(name, it.next().expect("checked"))?;
             let path = it.next().expect("checked");
             if !matches!(path.data_type(), DataType::Utf8 | DataType::Int64) {
-                return Err(SqlError::type_error(format!("the path of {name} must be TEXT or an integer index")));
+                return Err(SqlError::type_error(format!(
+                    "the path of {name} must be TEXT or an integer index"
+                )));
             }
             (vec![doc, path], DataType::Utf8)
         }
         Func::Concat => {
-            let out = args.into_iter().map(|a| text_arg(name, a)).collect::<Result<Vec<_>, _>>()?;
+            let out = args
+                .into_iter()
+                .map(|a| text_arg(name, a))
+                .collect::<Result<Vec<_>, _>>()?;
             (out, DataType::Utf8)
         }
         Func::Replace => {
             arity(name, &args, 3, 3)?;
-            (args.into_iter().map(|a| text_arg(name, a)).collect::<Result<Vec<_>, _>>()?, DataType::Utf8)
+            (
+                args.into_iter()
+                    .map(|a| text_arg(name, a))
+                    .collect::<Result<Vec<_>, _>>()?,
+                DataType::Utf8,
+            )
         }
         Func::StartsWith | Func::Contains => {
             arity(name, &args, 2, 2)?;
-            (args.into_iter().map(|a| text_arg(name, a)).collect::<Result<Vec<_>, _>>()?, DataType::Boolean)
+            (
+                args.into_iter()
+                    .map(|a| text_arg(name, a))
+                    .collect::<Result<Vec<_>, _>>()?,
+                DataType::Boolean,
+            )
         }
     };
     Ok(Expr::Call { func, args, ty })
 }
 
 fn strings(a: &ArrayRef) -> Result<&StringArray, SqlError> {
-    a.as_any().downcast_ref::<StringArray>().ok_or_else(|| SqlError::Internal(format!("expected TEXT, got {}", a.data_type())))
+    a.as_any()
+        .downcast_ref::<StringArray>()
+        .ok_or_else(|| SqlError::Internal(format!("expected TEXT, got {}", a.data_type())))
 }
 
 fn map_str(a: &ArrayRef, f: impl Fn(&str) -> String) -> Result<ArrayRef, SqlError> {
     let s = strings(a)?;
-    Ok(Arc::new(s.iter().map(|v| v.map(&f)).collect::<StringArray>()))
+    Ok(Arc::new(
+        s.iter().map(|v| v.map(&f)).collect::<StringArray>(),
+    ))
 }
 
 /// Evaluate a call on evaluated arguments (all of length `n`).
@@ -199,12 +337,18 @@ pub fn eval_call(func: Func, args: &[ArrayRef], n: usize) -> Result<ArrayRef, Sq
         Func::Trim => map_str(&args[0], |s| s.trim().to_string()),
         Func::Length => {
             let s = strings(&args[0])?;
-            Ok(Arc::new(s.iter().map(|v| v.map(|x| x.chars().count() as i64)).collect::<Int64Array>()))
+            Ok(Arc::new(
+                s.iter()
+                    .map(|v| v.map(|x| x.chars().count() as i64))
+                    .collect::<Int64Array>(),
+            ))
         }
         Func::Substr => {
             let s = strings(&args[0])?;
             let start = args[1].as_primitive::<arrow::datatypes::Int64Type>();
-            let len = args.get(2).map(|a| a.as_primitive::<arrow::datatypes::Int64Type>());
+            let len = args
+                .get(2)
+                .map(arrow::array::AsArray::as_primitive::<arrow::datatypes::Int64Type>);
             let out: StringArray = (0..n)
                 .map(|i| {
                     if s.is_null(i) || start.is_null(i) || len.is_some_and(|l| l.is_null(i)) {
@@ -232,16 +376,24 @@ pub fn eval_call(func: Func, args: &[ArrayRef], n: usize) -> Result<ArrayRef, Sq
         Func::Abs => match args[0].data_type() {
             DataType::Int64 => {
                 let a = args[0].as_primitive::<arrow::datatypes::Int64Type>();
-                Ok(Arc::new(a.iter().map(|v| v.map(i64::wrapping_abs)).collect::<Int64Array>()))
+                Ok(Arc::new(
+                    a.iter()
+                        .map(|v| v.map(i64::wrapping_abs))
+                        .collect::<Int64Array>(),
+                ))
             }
             _ => {
                 let a = args[0].as_primitive::<arrow::datatypes::Float64Type>();
-                Ok(Arc::new(a.iter().map(|v| v.map(f64::abs)).collect::<Float64Array>()))
+                Ok(Arc::new(
+                    a.iter().map(|v| v.map(f64::abs)).collect::<Float64Array>(),
+                ))
             }
         },
         Func::Round => {
             let a = args[0].as_primitive::<arrow::datatypes::Float64Type>();
-            let d = args.get(1).map(|d| d.as_primitive::<arrow::datatypes::Int64Type>());
+            let d = args
+                .get(1)
+                .map(arrow::array::AsArray::as_primitive::<arrow::datatypes::Int64Type>);
             let out: Float64Array = (0..n)
                 .map(|i| {
                     if a.is_null(i) || d.is_some_and(|d| d.is_null(i)) {
@@ -260,12 +412,21 @@ pub fn eval_call(func: Func, args: &[ArrayRef], n: usize) -> Result<ArrayRef, Sq
             let unit = strings(&args[0])?.value(0).to_string();
             let ts = args[1].as_primitive::<TimestampNanosecondType>();
             if func == Func::DateTrunc {
-                let out: TimestampNanosecondArray = ts.iter().map(|v| v.and_then(|x| trunc(x, &unit))).collect();
+                let out: TimestampNanosecondArray =
+                    ts.iter().map(|v| v.and_then(|x| trunc(x, &unit))).collect();
                 Ok(Arc::new(out.with_timezone("UTC")))
             } else if unit == "epoch" {
-                Ok(Arc::new(ts.iter().map(|v| v.map(|x| x as f64 / 1e9)).collect::<Float64Array>()))
+                Ok(Arc::new(
+                    ts.iter()
+                        .map(|v| v.map(|x| x as f64 / 1e9))
+                        .collect::<Float64Array>(),
+                ))
             } else {
-                Ok(Arc::new(ts.iter().map(|v| v.and_then(|x| extract(x, &unit))).collect::<Int64Array>()))
+                Ok(Arc::new(
+                    ts.iter()
+                        .map(|v| v.and_then(|x| extract(x, &unit)))
+                        .collect::<Int64Array>(),
+                ))
             }
         }
         Func::JsonExtract | Func::JsonExtractString | Func::JsonArrow | Func::JsonLongArrow => {
@@ -279,7 +440,11 @@ pub fn eval_call(func: Func, args: &[ArrayRef], n: usize) -> Result<ArrayRef, Sq
                         return None;
                     }
                     let steps = match path_arr.data_type() {
-                        DataType::Int64 => vec![PathStep::Index(path_arr.as_primitive::<arrow::datatypes::Int64Type>().value(i))],
+                        DataType::Int64 => vec![PathStep::Index(
+                            path_arr
+                                .as_primitive::<arrow::datatypes::Int64Type>()
+                                .value(i),
+                        )],
                         _ => {
                             let p = path_arr.as_string::<i32>().value(i);
                             if arrow_op && !p.starts_with('$') {
@@ -356,7 +521,10 @@ pub fn eval_call(func: Func, args: &[ArrayRef], n: usize) -> Result<ArrayRef, Sq
 fn substr(s: &str, start: i64, len: Option<i64>) -> String {
     let chars: Vec<char> = s.chars().collect();
     let n = chars.len() as i64;
-    let (mut from, mut to) = (start, len.map_or(i64::MAX, |l| start.saturating_add(l.max(0))));
+    let (mut from, mut to) = (
+        start,
+        len.map_or(i64::MAX, |l| start.saturating_add(l.max(0))),
+    );
     if start <= 0 && len.is_none() {
         from = 1;
     }
@@ -365,11 +533,16 @@ fn substr(s: &str, start: i64, len: Option<i64>) -> String {
     if to <= from {
         return String::new();
     }
-    chars[(from - 1) as usize..(to - 1) as usize].iter().collect()
+    chars[(from - 1) as usize..(to - 1) as usize]
+        .iter()
+        .collect()
 }
 
 fn dt(ns: i64) -> Option<DateTime<chrono::Utc>> {
-    DateTime::from_timestamp(ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000) as u32)
+    DateTime::from_timestamp(
+        ns.div_euclid(1_000_000_000),
+        ns.rem_euclid(1_000_000_000) as u32,
+    )
 }
 
 fn trunc(ns: i64, unit: &str) -> Option<i64> {
@@ -378,9 +551,13 @@ fn trunc(ns: i64, unit: &str) -> Option<i64> {
     let date = naive.date();
     let t = match unit {
         "year" => date.with_ordinal(1)?.and_hms_opt(0, 0, 0)?,
-        "quarter" => chrono::NaiveDate::from_ymd_opt(date.year(), ((date.month() - 1) / 3) * 3 + 1, 1)?.and_hms_opt(0, 0, 0)?,
+        "quarter" => {
+            chrono::NaiveDate::from_ymd_opt(date.year(), ((date.month() - 1) / 3) * 3 + 1, 1)?
+                .and_hms_opt(0, 0, 0)?
+        }
         "month" => date.with_day(1)?.and_hms_opt(0, 0, 0)?,
-        "week" => (date - chrono::Duration::days(i64::from(date.weekday().num_days_from_monday()))).and_hms_opt(0, 0, 0)?,
+        "week" => (date - chrono::Duration::days(i64::from(date.weekday().num_days_from_monday())))
+            .and_hms_opt(0, 0, 0)?,
         "day" => date.and_hms_opt(0, 0, 0)?,
         "hour" => date.and_hms_opt(naive.hour(), 0, 0)?,
         "minute" => date.and_hms_opt(naive.hour(), naive.minute(), 0)?,

@@ -166,7 +166,10 @@ impl BinOp {
 
     /// True for comparisons.
     pub fn is_comparison(self) -> bool {
-        matches!(self, BinOp::Eq | BinOp::NotEq | BinOp::Lt | BinOp::LtEq | BinOp::Gt | BinOp::GtEq)
+        matches!(
+            self,
+            BinOp::Eq | BinOp::NotEq | BinOp::Lt | BinOp::LtEq | BinOp::Gt | BinOp::GtEq
+        )
     }
 }
 
@@ -244,16 +247,17 @@ impl Expr {
     /// The result type.
     pub fn data_type(&self) -> DataType {
         match self {
-            Expr::Column { ty, .. } | Expr::Binary { ty, .. } | Expr::Case { ty, .. } | Expr::Call { ty, .. } => ty.clone(),
+            Expr::Column { ty, .. }
+            | Expr::Binary { ty, .. }
+            | Expr::Case { ty, .. }
+            | Expr::Call { ty, .. } => ty.clone(),
             Expr::Literal(s) => s.data_type(),
             Expr::Not(_)
             | Expr::IsNull { .. }
             | Expr::Like { .. }
             | Expr::InList { .. }
             | Expr::InSubquery { .. }
-            | Expr::InValues { .. } => {
-                DataType::Boolean
-            }
+            | Expr::InValues { .. } => DataType::Boolean,
             Expr::Neg(e) => e.data_type(),
             Expr::Cast { to, .. } => to.clone(),
         }
@@ -261,7 +265,11 @@ impl Expr {
 
     /// A column reference.
     pub fn col(index: usize, name: impl Into<String>, ty: DataType) -> Expr {
-        Expr::Column { index, name: name.into(), ty }
+        Expr::Column {
+            index,
+            name: name.into(),
+            ty,
+        }
     }
 
     /// Visit direct children.
@@ -269,11 +277,21 @@ impl Expr {
         match self {
             Expr::Column { .. } | Expr::Literal(_) => vec![],
             Expr::Binary { left, right, .. } => vec![left, right],
-            Expr::Not(e) | Expr::Neg(e) | Expr::IsNull { expr: e, .. } | Expr::Cast { expr: e, .. } => vec![e],
+            Expr::Not(e)
+            | Expr::Neg(e)
+            | Expr::IsNull { expr: e, .. }
+            | Expr::Cast { expr: e, .. } => vec![e],
             Expr::Like { expr, pattern, .. } => vec![expr, pattern],
-            Expr::InList { expr, list, .. } => std::iter::once(&**expr).chain(list.iter()).collect(),
+            Expr::InList { expr, list, .. } => {
+                std::iter::once(&**expr).chain(list.iter()).collect()
+            }
             Expr::InSubquery { expr, .. } | Expr::InValues { expr, .. } => vec![expr],
-            Expr::Case { operand, whens, else_, .. } => {
+            Expr::Case {
+                operand,
+                whens,
+                else_,
+                ..
+            } => {
                 let mut v: Vec<&Expr> = operand.iter().map(|b| &**b).collect();
                 for (w, t) in whens {
                     v.push(w);
@@ -291,11 +309,21 @@ impl Expr {
         match self {
             Expr::Column { .. } | Expr::Literal(_) => vec![],
             Expr::Binary { left, right, .. } => vec![left, right],
-            Expr::Not(e) | Expr::Neg(e) | Expr::IsNull { expr: e, .. } | Expr::Cast { expr: e, .. } => vec![e],
+            Expr::Not(e)
+            | Expr::Neg(e)
+            | Expr::IsNull { expr: e, .. }
+            | Expr::Cast { expr: e, .. } => vec![e],
             Expr::Like { expr, pattern, .. } => vec![expr, pattern],
-            Expr::InList { expr, list, .. } => std::iter::once(&mut **expr).chain(list.iter_mut()).collect(),
+            Expr::InList { expr, list, .. } => std::iter::once(&mut **expr)
+                .chain(list.iter_mut())
+                .collect(),
             Expr::InSubquery { expr, .. } | Expr::InValues { expr, .. } => vec![expr],
-            Expr::Case { operand, whens, else_, .. } => {
+            Expr::Case {
+                operand,
+                whens,
+                else_,
+                ..
+            } => {
                 let mut v: Vec<&mut Expr> = operand.iter_mut().map(|b| &mut **b).collect();
                 for (w, t) in whens {
                     v.push(w);
@@ -330,13 +358,19 @@ impl Expr {
 
     /// True when the expression has no column references (and no subquery).
     pub fn is_constant(&self) -> bool {
-        !matches!(self, Expr::Column { .. } | Expr::InSubquery { .. }) && self.children().iter().all(|c| c.is_constant())
+        !matches!(self, Expr::Column { .. } | Expr::InSubquery { .. })
+            && self.children().iter().all(|c| c.is_constant())
     }
 
     /// Split a conjunction into its terms.
     pub fn conjuncts(self) -> Vec<Expr> {
         match self {
-            Expr::Binary { op: BinOp::And, left, right, .. } => {
+            Expr::Binary {
+                op: BinOp::And,
+                left,
+                right,
+                ..
+            } => {
                 let mut v = left.conjuncts();
                 v.extend(right.conjuncts());
                 v
@@ -362,17 +396,30 @@ impl fmt::Display for Expr {
         match self {
             Expr::Column { name, .. } => f.write_str(name),
             Expr::Literal(s) => write!(f, "{s}"),
-            Expr::Binary { op, left, right, .. } => write!(f, "({left} {} {right})", op.symbol()),
+            Expr::Binary {
+                op, left, right, ..
+            } => write!(f, "({left} {} {right})", op.symbol()),
             Expr::Not(e) => write!(f, "(NOT {e})"),
             Expr::Neg(e) => write!(f, "(-{e})"),
-            Expr::IsNull { expr, negated } => write!(f, "({expr} IS {}NULL)", if *negated { "NOT " } else { "" }),
-            Expr::Like { expr, pattern, negated, case_insensitive } => write!(
+            Expr::IsNull { expr, negated } => {
+                write!(f, "({expr} IS {}NULL)", if *negated { "NOT " } else { "" })
+            }
+            Expr::Like {
+                expr,
+                pattern,
+                negated,
+                case_insensitive,
+            } => write!(
                 f,
                 "({expr} {}{} {pattern})",
                 if *negated { "NOT " } else { "" },
                 if *case_insensitive { "ILIKE" } else { "LIKE" }
             ),
-            Expr::InList { expr, list, negated } => {
+            Expr::InList {
+                expr,
+                list,
+                negated,
+            } => {
                 write!(f, "({expr} {}IN (", if *negated { "NOT " } else { "" })?;
                 for (i, e) in list.iter().enumerate() {
                     if i > 0 {
@@ -383,12 +430,30 @@ impl fmt::Display for Expr {
                 f.write_str("))")
             }
             Expr::InSubquery { expr, negated, .. } => {
-                write!(f, "({expr} {}IN (<subquery>))", if *negated { "NOT " } else { "" })
+                write!(
+                    f,
+                    "({expr} {}IN (<subquery>))",
+                    if *negated { "NOT " } else { "" }
+                )
             }
-            Expr::InValues { expr, values, negated } => {
-                write!(f, "({expr} {}IN (<{} values>))", if *negated { "NOT " } else { "" }, values.len())
+            Expr::InValues {
+                expr,
+                values,
+                negated,
+            } => {
+                write!(
+                    f,
+                    "({expr} {}IN (<{} values>))",
+                    if *negated { "NOT " } else { "" },
+                    values.len()
+                )
             }
-            Expr::Case { operand, whens, else_, .. } => {
+            Expr::Case {
+                operand,
+                whens,
+                else_,
+                ..
+            } => {
                 f.write_str("CASE")?;
                 if let Some(o) = operand {
                     write!(f, " {o}")?;
@@ -402,8 +467,22 @@ impl fmt::Display for Expr {
                 f.write_str(" END")
             }
             Expr::Cast { expr, to } => write!(f, "CAST({expr} AS {})", type_name(to)),
-            Expr::Call { func: Func::JsonArrow | Func::JsonLongArrow, args, .. } if args.len() == 2 => {
-                let op = if matches!(self, Expr::Call { func: Func::JsonArrow, .. }) { "->" } else { "->>" };
+            Expr::Call {
+                func: Func::JsonArrow | Func::JsonLongArrow,
+                args,
+                ..
+            } if args.len() == 2 => {
+                let op = if matches!(
+                    self,
+                    Expr::Call {
+                        func: Func::JsonArrow,
+                        ..
+                    }
+                ) {
+                    "->"
+                } else {
+                    "->>"
+                };
                 write!(f, "({} {op} {})", args[0], args[1])
             }
             Expr::Call { func, args, .. } => {
@@ -645,18 +724,25 @@ impl Plan {
     /// The output schema.
     pub fn schema(&self) -> SchemaRef {
         match self {
-            Plan::Scan { table_schema, columns, .. } => {
-                Arc::new(table_schema.project(columns).unwrap_or_else(|_| Schema::empty()))
-            }
+            Plan::Scan {
+                table_schema,
+                columns,
+                ..
+            } => Arc::new(
+                table_schema
+                    .project(columns)
+                    .unwrap_or_else(|_| Schema::empty()),
+            ),
             Plan::Values { schema, .. }
             | Plan::Project { schema, .. }
             | Plan::Aggregate { schema, .. }
             | Plan::Window { schema, .. }
             | Plan::Join { schema, .. }
             | Plan::Union { schema, .. } => schema.clone(),
-            Plan::Filter { input, .. } | Plan::Sort { input, .. } | Plan::Limit { input, .. } | Plan::Distinct { input } => {
-                input.schema()
-            }
+            Plan::Filter { input, .. }
+            | Plan::Sort { input, .. }
+            | Plan::Limit { input, .. }
+            | Plan::Distinct { input } => input.schema(),
         }
     }
 
@@ -677,17 +763,35 @@ impl Plan {
     }
 
     fn line(&self) -> String {
-        let list = |v: &[Expr]| v.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+        let list = |v: &[Expr]| {
+            v.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         match self {
-            Plan::Scan { dataset, relation, table_schema, columns, filter } => {
-                let cols: Vec<&str> = columns.iter().map(|&i| table_schema.field(i).name().as_str()).collect();
+            Plan::Scan {
+                dataset,
+                relation,
+                table_schema,
+                columns,
+                filter,
+            } => {
+                let cols: Vec<&str> = columns
+                    .iter()
+                    .map(|&i| table_schema.field(i).name().as_str())
+                    .collect();
                 let mut s = format!("Scan: {dataset}.{relation} columns=[{}]", cols.join(", "));
                 if let Some(f) = filter {
                     s.push_str(&format!(" filter={f}"));
                 }
                 s
             }
-            Plan::Values { rows, schema } => format!("Values: {} rows x {} columns", rows.len(), schema.fields().len()),
+            Plan::Values { rows, schema } => format!(
+                "Values: {} rows x {} columns",
+                rows.len(),
+                schema.fields().len()
+            ),
             Plan::Filter { predicate, .. } => format!("Filter: {predicate}"),
             Plan::Project { exprs, schema, .. } => {
                 let items: Vec<String> = exprs
@@ -707,11 +811,17 @@ impl Plan {
             Plan::Aggregate { group, aggs, .. } => format!(
                 "Aggregate: group=[{}] aggs=[{}]",
                 list(group),
-                aggs.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+                aggs.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             Plan::Window { calls, schema, .. } => {
                 let n = schema.fields().len() - calls.len();
-                let names: Vec<&str> = schema.fields()[n..].iter().map(|f| f.name().as_str()).collect();
+                let names: Vec<&str> = schema.fields()[n..]
+                    .iter()
+                    .map(|f| f.name().as_str())
+                    .collect();
                 format!("Window: [{}]", names.join(", "))
             }
             Plan::Sort { keys, fetch, .. } => {
@@ -726,7 +836,9 @@ impl Plan {
                 None => format!("Limit: none offset={offset}"),
             },
             Plan::Distinct { .. } => "Distinct".to_string(),
-            Plan::Join { kind, on, filter, .. } => {
+            Plan::Join {
+                kind, on, filter, ..
+            } => {
                 let keys: Vec<String> = on.iter().map(|(l, r)| format!("{l} = {r}")).collect();
                 let mut s = format!("{:?}Join: on=[{}]", kind, keys.join(", "));
                 if let Some(f) = filter {
@@ -755,5 +867,10 @@ impl fmt::Display for Plan {
 
 /// A schema from (name, type, nullable) triples.
 pub fn make_schema(fields: Vec<(String, DataType, bool)>) -> SchemaRef {
-    Arc::new(Schema::new(fields.into_iter().map(|(n, t, null)| Field::new(n, t, null)).collect::<Vec<_>>()))
+    Arc::new(Schema::new(
+        fields
+            .into_iter()
+            .map(|(n, t, null)| Field::new(n, t, null))
+            .collect::<Vec<_>>(),
+    ))
 }

@@ -65,7 +65,10 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { timeout: None, memory_budget: 4 << 30 }
+        Limits {
+            timeout: None,
+            memory_budget: 4 << 30,
+        }
     }
 }
 
@@ -84,26 +87,43 @@ pub enum Statement {
 pub fn plan(text: &str, provider: &dyn Provider) -> Result<Statement, SqlError> {
     match parse::parse(text)? {
         parse::Parsed::Query(stmt) => {
-            let sqlparser::ast::Statement::Query(q) = &stmt else { unreachable!("parse returns queries") };
+            let sqlparser::ast::Statement::Query(q) = &stmt else {
+                unreachable!("parse returns queries")
+            };
             let mut b = bind::Binder::new(provider, &stmt);
             Ok(Statement::Query(optimize::optimize(b.bind_query(q)?)))
         }
         parse::Parsed::Explain(stmt) => {
-            let sqlparser::ast::Statement::Query(q) = &stmt else { unreachable!("parse returns queries") };
+            let sqlparser::ast::Statement::Query(q) = &stmt else {
+                unreachable!("parse returns queries")
+            };
             let mut b = bind::Binder::new(provider, &stmt);
             Ok(Statement::Explain(optimize::optimize(b.bind_query(q)?)))
         }
         parse::Parsed::Describe(parts) => {
             let datasets = provider.datasets();
             let (ds, rel) = match parts.as_slice() {
-                [r] => (datasets.first().cloned().unwrap_or_else(|| "dataset".into()), r.clone()),
+                [r] => (
+                    datasets
+                        .first()
+                        .cloned()
+                        .unwrap_or_else(|| "dataset".into()),
+                    r.clone(),
+                ),
                 [d, r] => (d.clone(), r.clone()),
-                _ => return Err(SqlError::UnknownRelation { name: parts.join("."), hint: String::new() }),
+                _ => {
+                    return Err(SqlError::UnknownRelation {
+                        name: parts.join("."),
+                        hint: String::new(),
+                    })
+                }
             };
-            let schema = provider.relation(&ds, &rel).ok_or_else(|| SqlError::UnknownRelation {
-                name: format!("{ds}.{rel}"),
-                hint: error::suggest(&rel, provider.relation_names().iter().copied()),
-            })?;
+            let schema = provider
+                .relation(&ds, &rel)
+                .ok_or_else(|| SqlError::UnknownRelation {
+                    name: format!("{ds}.{rel}"),
+                    hint: error::suggest(&rel, provider.relation_names().iter().copied()),
+                })?;
             Ok(Statement::Describe(ds, rel, schema))
         }
     }
@@ -121,7 +141,11 @@ pub struct QueryResult {
 }
 
 /// Run a planned query.
-pub fn execute(plan: &Plan, provider: &dyn Provider, limits: Limits) -> Result<QueryResult, SqlError> {
+pub fn execute(
+    plan: &Plan,
+    provider: &dyn Provider,
+    limits: Limits,
+) -> Result<QueryResult, SqlError> {
     let ctx = exec::ExecCtx::new(provider, limits);
     let batches = exec::execute(plan, &ctx)?;
     Ok(QueryResult {

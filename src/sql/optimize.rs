@@ -19,14 +19,29 @@ pub fn optimize(plan: Plan) -> Plan {
 fn push_filters(plan: Plan) -> Plan {
     map_inputs(plan, &push_filters, |p| match p {
         Plan::Filter { input, predicate } => match *input {
-            Plan::Scan { dataset, relation, table_schema, columns, filter } => {
+            Plan::Scan {
+                dataset,
+                relation,
+                table_schema,
+                columns,
+                filter,
+            } => {
                 let filter = match filter {
                     Some(f) => Expr::and_all(vec![f, predicate]),
                     None => Some(predicate),
                 };
-                Plan::Scan { dataset, relation, table_schema, columns, filter }
+                Plan::Scan {
+                    dataset,
+                    relation,
+                    table_schema,
+                    columns,
+                    filter,
+                }
             }
-            other => Plan::Filter { input: Box::new(other), predicate },
+            other => Plan::Filter {
+                input: Box::new(other),
+                predicate,
+            },
         },
         other => other,
     })
@@ -35,17 +50,75 @@ fn push_filters(plan: Plan) -> Plan {
 /// Rebuild `plan` with `f` applied to its inputs first, then `g` to itself.
 fn map_inputs(plan: Plan, f: &dyn Fn(Plan) -> Plan, g: impl Fn(Plan) -> Plan) -> Plan {
     let plan = match plan {
-        Plan::Filter { input, predicate } => Plan::Filter { input: Box::new(f(*input)), predicate },
-        Plan::Project { input, exprs, schema } => Plan::Project { input: Box::new(f(*input)), exprs, schema },
-        Plan::Aggregate { input, group, aggs, schema } => Plan::Aggregate { input: Box::new(f(*input)), group, aggs, schema },
-        Plan::Window { input, calls, schema } => Plan::Window { input: Box::new(f(*input)), calls, schema },
-        Plan::Sort { input, keys, fetch } => Plan::Sort { input: Box::new(f(*input)), keys, fetch },
-        Plan::Limit { input, limit, offset } => Plan::Limit { input: Box::new(f(*input)), limit, offset },
-        Plan::Distinct { input } => Plan::Distinct { input: Box::new(f(*input)) },
-        Plan::Join { left, right, kind, on, filter, schema } => {
-            Plan::Join { left: Box::new(f(*left)), right: Box::new(f(*right)), kind, on, filter, schema }
-        }
-        Plan::Union { inputs, schema } => Plan::Union { inputs: inputs.into_iter().map(f).collect(), schema },
+        Plan::Filter { input, predicate } => Plan::Filter {
+            input: Box::new(f(*input)),
+            predicate,
+        },
+        Plan::Project {
+            input,
+            exprs,
+            schema,
+        } => Plan::Project {
+            input: Box::new(f(*input)),
+            exprs,
+            schema,
+        },
+        Plan::Aggregate {
+            input,
+            group,
+            aggs,
+            schema,
+        } => Plan::Aggregate {
+            input: Box::new(f(*input)),
+            group,
+            aggs,
+            schema,
+        },
+        Plan::Window {
+            input,
+            calls,
+            schema,
+        } => Plan::Window {
+            input: Box::new(f(*input)),
+            calls,
+            schema,
+        },
+        Plan::Sort { input, keys, fetch } => Plan::Sort {
+            input: Box::new(f(*input)),
+            keys,
+            fetch,
+        },
+        Plan::Limit {
+            input,
+            limit,
+            offset,
+        } => Plan::Limit {
+            input: Box::new(f(*input)),
+            limit,
+            offset,
+        },
+        Plan::Distinct { input } => Plan::Distinct {
+            input: Box::new(f(*input)),
+        },
+        Plan::Join {
+            left,
+            right,
+            kind,
+            on,
+            filter,
+            schema,
+        } => Plan::Join {
+            left: Box::new(f(*left)),
+            right: Box::new(f(*right)),
+            kind,
+            on,
+            filter,
+            schema,
+        },
+        Plan::Union { inputs, schema } => Plan::Union {
+            inputs: inputs.into_iter().map(f).collect(),
+            schema,
+        },
         leaf @ (Plan::Scan { .. } | Plan::Values { .. }) => leaf,
     };
     g(plan)
@@ -85,7 +158,13 @@ fn project_schema(schema: &SchemaRef, kept: &[usize]) -> SchemaRef {
 fn prune(plan: Plan, required: &[usize]) -> (Plan, Mapping) {
     let out_len = plan.schema().fields().len();
     match plan {
-        Plan::Scan { dataset, relation, table_schema, columns, mut filter } => {
+        Plan::Scan {
+            dataset,
+            relation,
+            table_schema,
+            columns,
+            mut filter,
+        } => {
             let mut need = required.to_vec();
             if let Some(f) = &filter {
                 cols_of(f, &mut need);
@@ -96,16 +175,38 @@ fn prune(plan: Plan, required: &[usize]) -> (Plan, Mapping) {
                 remap(f, &m);
             }
             let columns = kept.iter().map(|&i| columns[i]).collect();
-            (Plan::Scan { dataset, relation, table_schema, columns, filter }, m)
+            (
+                Plan::Scan {
+                    dataset,
+                    relation,
+                    table_schema,
+                    columns,
+                    filter,
+                },
+                m,
+            )
         }
-        Plan::Filter { input, mut predicate } => {
+        Plan::Filter {
+            input,
+            mut predicate,
+        } => {
             let mut need = required.to_vec();
             cols_of(&predicate, &mut need);
             let (input, m) = prune(*input, &sorted_unique(need));
             remap(&mut predicate, &m);
-            (Plan::Filter { input: Box::new(input), predicate }, m)
+            (
+                Plan::Filter {
+                    input: Box::new(input),
+                    predicate,
+                },
+                m,
+            )
         }
-        Plan::Project { input, exprs, schema } => {
+        Plan::Project {
+            input,
+            exprs,
+            schema,
+        } => {
             let kept = sorted_unique(required.to_vec());
             let mut exprs: Vec<Expr> = kept.iter().map(|&i| exprs[i].clone()).collect();
             let mut need = Vec::new();
@@ -117,9 +218,21 @@ fn prune(plan: Plan, required: &[usize]) -> (Plan, Mapping) {
                 remap(e, &m);
             }
             let schema = project_schema(&schema, &kept);
-            (Plan::Project { input: Box::new(input), exprs, schema }, mapping_for(out_len, &kept))
+            (
+                Plan::Project {
+                    input: Box::new(input),
+                    exprs,
+                    schema,
+                },
+                mapping_for(out_len, &kept),
+            )
         }
-        Plan::Aggregate { input, mut group, mut aggs, schema } => {
+        Plan::Aggregate {
+            input,
+            mut group,
+            mut aggs,
+            schema,
+        } => {
             let mut need = Vec::new();
             for g in &group {
                 cols_of(g, &mut need);
@@ -138,9 +251,21 @@ fn prune(plan: Plan, required: &[usize]) -> (Plan, Mapping) {
                     remap(e, &m);
                 }
             }
-            ((Plan::Aggregate { input: Box::new(input), group, aggs, schema }), (0..out_len).collect())
+            (
+                (Plan::Aggregate {
+                    input: Box::new(input),
+                    group,
+                    aggs,
+                    schema,
+                }),
+                (0..out_len).collect(),
+            )
         }
-        Plan::Window { input, mut calls, schema } => {
+        Plan::Window {
+            input,
+            mut calls,
+            schema,
+        } => {
             let in_len = input.schema().fields().len();
             let mut need: Vec<usize> = required.iter().copied().filter(|&i| i < in_len).collect();
             for c in &calls {
@@ -171,9 +296,20 @@ fn prune(plan: Plan, required: &[usize]) -> (Plan, Mapping) {
             for j in 0..calls.len() {
                 mapping[in_len + j] = new_in.fields().len() + j;
             }
-            (Plan::Window { input: Box::new(input), calls, schema: Arc::new(Schema::new(fields)) }, mapping)
+            (
+                Plan::Window {
+                    input: Box::new(input),
+                    calls,
+                    schema: Arc::new(Schema::new(fields)),
+                },
+                mapping,
+            )
         }
-        Plan::Sort { input, mut keys, fetch } => {
+        Plan::Sort {
+            input,
+            mut keys,
+            fetch,
+        } => {
             let mut need = required.to_vec();
             for k in &keys {
                 cols_of(&k.expr, &mut need);
@@ -182,21 +318,56 @@ fn prune(plan: Plan, required: &[usize]) -> (Plan, Mapping) {
             for k in &mut keys {
                 remap(&mut k.expr, &m);
             }
-            (Plan::Sort { input: Box::new(input), keys, fetch }, m)
+            (
+                Plan::Sort {
+                    input: Box::new(input),
+                    keys,
+                    fetch,
+                },
+                m,
+            )
         }
-        Plan::Limit { input, limit, offset } => {
+        Plan::Limit {
+            input,
+            limit,
+            offset,
+        } => {
             let (input, m) = prune(*input, required);
-            (Plan::Limit { input: Box::new(input), limit, offset }, m)
+            (
+                Plan::Limit {
+                    input: Box::new(input),
+                    limit,
+                    offset,
+                },
+                m,
+            )
         }
         Plan::Distinct { input } => {
             let all: Vec<usize> = (0..out_len).collect();
             let (input, m) = prune(*input, &all);
-            (Plan::Distinct { input: Box::new(input) }, m)
+            (
+                Plan::Distinct {
+                    input: Box::new(input),
+                },
+                m,
+            )
         }
-        Plan::Join { left, right, kind, mut on, mut filter, .. } => {
+        Plan::Join {
+            left,
+            right,
+            kind,
+            mut on,
+            mut filter,
+            ..
+        } => {
             let nl = left.schema().fields().len();
             let mut need_l: Vec<usize> = required.iter().copied().filter(|&i| i < nl).collect();
-            let mut need_r: Vec<usize> = required.iter().copied().filter(|&i| i >= nl).map(|i| i - nl).collect();
+            let mut need_r: Vec<usize> = required
+                .iter()
+                .copied()
+                .filter(|&i| i >= nl)
+                .map(|i| i - nl)
+                .collect();
             for (l, r) in &on {
                 cols_of(l, &mut need_l);
                 cols_of(r, &mut need_r);
@@ -225,7 +396,11 @@ fn prune(plan: Plan, required: &[usize]) -> (Plan, Mapping) {
                         ml[i]
                     } else {
                         let r = mr[i - nl];
-                        if r == usize::MAX { usize::MAX } else { new_nl + r }
+                        if r == usize::MAX {
+                            usize::MAX
+                        } else {
+                            new_nl + r
+                        }
                     }
                 })
                 .collect();
@@ -235,7 +410,17 @@ fn prune(plan: Plan, required: &[usize]) -> (Plan, Mapping) {
             let mut fields: Vec<_> = left.schema().fields().iter().cloned().collect();
             fields.extend(right.schema().fields().iter().cloned());
             let schema = Arc::new(Schema::new(fields));
-            (Plan::Join { left: Box::new(left), right: Box::new(right), kind, on, filter, schema }, joined)
+            (
+                Plan::Join {
+                    left: Box::new(left),
+                    right: Box::new(right),
+                    kind,
+                    on,
+                    filter,
+                    schema,
+                },
+                joined,
+            )
         }
         Plan::Union { inputs, schema } => {
             let inputs = inputs

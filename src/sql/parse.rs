@@ -24,7 +24,9 @@ pub const MAX_SQL_BYTES: usize = 1 << 20;
 /// Parse one read-only statement.
 pub fn parse(text: &str) -> Result<Parsed, SqlError> {
     if text.len() > MAX_SQL_BYTES {
-        return Err(SqlError::Syntax { message: format!("the query is longer than {MAX_SQL_BYTES} bytes") });
+        return Err(SqlError::Syntax {
+            message: format!("the query is longer than {MAX_SQL_BYTES} bytes"),
+        });
     }
     let dialect = GenericDialect {};
     let mut stmts = Parser::new(&dialect)
@@ -32,12 +34,21 @@ pub fn parse(text: &str) -> Result<Parsed, SqlError> {
         .try_with_sql(text)
         .and_then(|mut p| p.parse_statements())
         .map_err(|e| match e {
-            sqlparser::parser::ParserError::RecursionLimitExceeded => SqlError::TooDeep { limit: super::bind::MAX_DEPTH },
-            other => SqlError::Syntax { message: other.to_string().trim_start_matches("sql parser error: ").to_string() },
+            sqlparser::parser::ParserError::RecursionLimitExceeded => SqlError::TooDeep {
+                limit: super::bind::MAX_DEPTH,
+            },
+            other => SqlError::Syntax {
+                message: other
+                    .to_string()
+                    .trim_start_matches("sql parser error: ")
+                    .to_string(),
+            },
         })?;
     if stmts.len() != 1 {
         return Err(if stmts.is_empty() {
-            SqlError::Syntax { message: "empty query".into() }
+            SqlError::Syntax {
+                message: "empty query".into(),
+            }
         } else {
             SqlError::MultipleStatements { count: stmts.len() }
         });
@@ -45,7 +56,9 @@ pub fn parse(text: &str) -> Result<Parsed, SqlError> {
     let stmt = stmts.remove(0);
     match stmt {
         sql::Statement::Query(_) => Ok(Parsed::Query(stmt)),
-        sql::Statement::Explain { statement, analyze, .. } => {
+        sql::Statement::Explain {
+            statement, analyze, ..
+        } => {
             if analyze {
                 return Err(SqlError::unsupported("EXPLAIN ANALYZE"));
             }
@@ -71,8 +84,14 @@ pub fn parse(text: &str) -> Result<Parsed, SqlError> {
 /// The refusal for a statement that is not a read-only query.
 fn refused(s: &sql::Statement) -> SqlError {
     let text = s.to_string();
-    let word: String = text.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
-    SqlError::NotReadOnly { what: crate::util::text::truncate_chars(&word, 40).into_owned() }
+    let word: String = text
+        .split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ");
+    SqlError::NotReadOnly {
+        what: crate::util::text::truncate_chars(&word, 40).into_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -82,10 +101,16 @@ mod tests {
     #[test]
     fn allow_list() {
         assert!(matches!(parse("SELECT 1"), Ok(Parsed::Query(_))));
-        assert!(matches!(parse("WITH a AS (SELECT 1) SELECT * FROM a"), Ok(Parsed::Query(_))));
+        assert!(matches!(
+            parse("WITH a AS (SELECT 1) SELECT * FROM a"),
+            Ok(Parsed::Query(_))
+        ));
         assert!(matches!(parse("VALUES (1), (2)"), Ok(Parsed::Query(_))));
         assert!(matches!(parse("EXPLAIN SELECT 1"), Ok(Parsed::Explain(_))));
-        assert!(matches!(parse("DESCRIBE dataset.steps"), Ok(Parsed::Describe(_))));
+        assert!(matches!(
+            parse("DESCRIBE dataset.steps"),
+            Ok(Parsed::Describe(_))
+        ));
         for bad in [
             "DELETE FROM runs",
             "INSERT INTO runs VALUES (1)",
@@ -98,9 +123,15 @@ mod tests {
             "UPDATE runs SET a = 1",
         ] {
             let e = parse(bad).unwrap_err();
-            assert!(matches!(e.code(), "PC-SQL-002" | "PC-SQL-001"), "{bad}: {e:?}");
+            assert!(
+                matches!(e.code(), "PC-SQL-002" | "PC-SQL-001"),
+                "{bad}: {e:?}"
+            );
         }
-        assert_eq!(parse("SELECT 1; SELECT 2").unwrap_err().code(), "PC-SQL-003");
+        assert_eq!(
+            parse("SELECT 1; SELECT 2").unwrap_err().code(),
+            "PC-SQL-003"
+        );
         assert_eq!(parse("SELEC 1").unwrap_err().code(), "PC-SQL-001");
         let deep = format!("SELECT {}1{}", "(".repeat(500), ")".repeat(500));
         assert_eq!(parse(&deep).unwrap_err().code(), "PC-SQL-018");

@@ -7,7 +7,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, BooleanArray, Float64Array, Int64Array, NullArray, StringArray, TimestampNanosecondArray,
+    Array, ArrayRef, BooleanArray, Float64Array, Int64Array, NullArray, StringArray,
+    TimestampNanosecondArray,
 };
 use arrow::datatypes::{DataType, TimeUnit};
 
@@ -45,7 +46,8 @@ pub fn common_type(a: &DataType, b: &DataType) -> Option<DataType> {
         (x, T::Null) => x.clone(),
         (T::Int64, T::Float64) | (T::Float64, T::Int64) => T::Float64,
         (T::Timestamp(..), T::Utf8) | (T::Utf8, T::Timestamp(..)) => ts_type(),
-        (T::Utf8, T::Int64 | T::Float64 | T::Boolean) | (T::Int64 | T::Float64 | T::Boolean, T::Utf8) => T::Utf8,
+        (T::Utf8, T::Int64 | T::Float64 | T::Boolean)
+        | (T::Int64 | T::Float64 | T::Boolean, T::Utf8) => T::Utf8,
         _ => return None,
     })
 }
@@ -87,8 +89,13 @@ impl Scalar {
             Scalar::Bool(b) => Arc::new(BooleanArray::from(vec![*b; n])),
             Scalar::Int(v) => Arc::new(Int64Array::from_value(*v, n)),
             Scalar::Float(v) => Arc::new(Float64Array::from_value(*v, n)),
-            Scalar::Str(s) => Arc::new(StringArray::from_iter_values(std::iter::repeat_n(s.as_str(), n))),
-            Scalar::Ts(v) => Arc::new(TimestampNanosecondArray::from_value(*v, n).with_timezone("UTC")),
+            Scalar::Str(s) => Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
+                s.as_str(),
+                n,
+            ))),
+            Scalar::Ts(v) => {
+                Arc::new(TimestampNanosecondArray::from_value(*v, n).with_timezone("UTC"))
+            }
         }
     }
 
@@ -99,13 +106,35 @@ impl Scalar {
         }
         Ok(match a.data_type() {
             DataType::Null => Scalar::Null,
-            DataType::Boolean => Scalar::Bool(a.as_any().downcast_ref::<BooleanArray>().map(|x| x.value(i)).unwrap_or_default()),
-            DataType::Int64 => Scalar::Int(a.as_any().downcast_ref::<Int64Array>().map(|x| x.value(i)).unwrap_or_default()),
-            DataType::Float64 => Scalar::Float(a.as_any().downcast_ref::<Float64Array>().map(|x| x.value(i)).unwrap_or_default()),
-            DataType::Utf8 => Scalar::Str(a.as_any().downcast_ref::<StringArray>().map(|x| x.value(i).to_string()).unwrap_or_default()),
-            DataType::Timestamp(..) => {
-                Scalar::Ts(a.as_any().downcast_ref::<TimestampNanosecondArray>().map(|x| x.value(i)).unwrap_or_default())
-            }
+            DataType::Boolean => Scalar::Bool(
+                a.as_any()
+                    .downcast_ref::<BooleanArray>()
+                    .is_some_and(|x| x.value(i)),
+            ),
+            DataType::Int64 => Scalar::Int(
+                a.as_any()
+                    .downcast_ref::<Int64Array>()
+                    .map(|x| x.value(i))
+                    .unwrap_or_default(),
+            ),
+            DataType::Float64 => Scalar::Float(
+                a.as_any()
+                    .downcast_ref::<Float64Array>()
+                    .map(|x| x.value(i))
+                    .unwrap_or_default(),
+            ),
+            DataType::Utf8 => Scalar::Str(
+                a.as_any()
+                    .downcast_ref::<StringArray>()
+                    .map(|x| x.value(i).to_string())
+                    .unwrap_or_default(),
+            ),
+            DataType::Timestamp(..) => Scalar::Ts(
+                a.as_any()
+                    .downcast_ref::<TimestampNanosecondArray>()
+                    .map(|x| x.value(i))
+                    .unwrap_or_default(),
+            ),
             other => return Err(SqlError::Internal(format!("unexpected array type {other}"))),
         })
     }
@@ -124,7 +153,11 @@ impl fmt::Display for Scalar {
             Scalar::Int(v) => write!(f, "{v}"),
             Scalar::Float(v) => write!(f, "{v:?}"),
             Scalar::Str(s) => write!(f, "'{}'", s.replace('\'', "''")),
-            Scalar::Ts(v) => write!(f, "TIMESTAMP '{}'", crate::formats::storyline::format_rfc3339(*v)),
+            Scalar::Ts(v) => write!(
+                f,
+                "TIMESTAMP '{}'",
+                crate::formats::storyline::format_rfc3339(*v)
+            ),
         }
     }
 }

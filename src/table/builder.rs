@@ -5,7 +5,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BooleanBuilder, Float64Builder, Int64Builder, StringBuilder, TimestampNanosecondBuilder,
+    ArrayRef, BooleanBuilder, Float64Builder, Int64Builder, StringBuilder,
+    TimestampNanosecondBuilder,
 };
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
@@ -63,7 +64,8 @@ impl<'a> Cell<'a> {
     }
     /// A Storyline timestamp (RFC 3339 text or epoch seconds) as UTC nanoseconds.
     pub fn ts(v: Option<&Value>) -> Self {
-        v.and_then(crate::formats::storyline::parse_timestamp).map_or(Cell::Null, Cell::Ts)
+        v.and_then(crate::formats::storyline::parse_timestamp)
+            .map_or(Cell::Null, Cell::Ts)
     }
 }
 
@@ -82,7 +84,9 @@ impl ColBuilder {
             ColType::Int => ColBuilder::Int(Int64Builder::new()),
             ColType::Float => ColBuilder::Float(Float64Builder::new()),
             ColType::Bool => ColBuilder::Bool(BooleanBuilder::new()),
-            ColType::Timestamp => ColBuilder::Ts(TimestampNanosecondBuilder::new().with_timezone("UTC")),
+            ColType::Timestamp => {
+                ColBuilder::Ts(TimestampNanosecondBuilder::new().with_timezone("UTC"))
+            }
         }
     }
 
@@ -133,7 +137,8 @@ impl TableBuilder {
     /// A builder for `table` producing the given column indices (all when `None`).
     pub fn new(table: Table, projection: Option<&[usize]>) -> Self {
         let all = table.columns();
-        let projection: Vec<usize> = projection.map_or_else(|| (0..all.len()).collect(), <[usize]>::to_vec);
+        let projection: Vec<usize> =
+            projection.map_or_else(|| (0..all.len()).collect(), <[usize]>::to_vec);
         let fields: Vec<Field> = projection
             .iter()
             .map(|&i| {
@@ -141,8 +146,17 @@ impl TableBuilder {
                 Field::new(c.name, c.ty.arrow(), c.nullable)
             })
             .collect();
-        let cols = projection.iter().map(|&i| ColBuilder::new(all[i].ty)).collect();
-        TableBuilder { table, projection, schema: Arc::new(Schema::new(fields)), cols, rows: 0 }
+        let cols = projection
+            .iter()
+            .map(|&i| ColBuilder::new(all[i].ty))
+            .collect();
+        TableBuilder {
+            table,
+            projection,
+            schema: Arc::new(Schema::new(fields)),
+            cols,
+            rows: 0,
+        }
     }
 
     /// The output schema.
@@ -171,7 +185,13 @@ impl TableBuilder {
 
     /// Add the rows one document contributes to this table.
     pub fn push_document(&mut self, source_path: &str, doc: &Storyline, doc_ordinal: usize) {
-        let mut ctx = RowCtx { source_path, doc, doc_ordinal, turn_ordinal: 0, call_index: 0 };
+        let mut ctx = RowCtx {
+            source_path,
+            doc,
+            doc_ordinal,
+            turn_ordinal: 0,
+            call_index: 0,
+        };
         match self.table {
             Table::Runs | Table::Trajectories => self.push_row(&ctx),
             Table::Judgments => {

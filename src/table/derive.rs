@@ -25,7 +25,11 @@ impl<'a> RowCtx<'a> {
     }
 
     pub(crate) fn call(&self) -> &'a ToolCall {
-        &self.turn().tool_calls.as_ref().expect("a call row has calls")[self.call_index]
+        &self
+            .turn()
+            .tool_calls
+            .as_ref()
+            .expect("a call row has calls")[self.call_index]
     }
 }
 
@@ -80,7 +84,8 @@ pub(crate) fn message_json<'a>(r: &RowCtx<'a>) -> Cell<'a> {
 
 /// JSON text of any serialisable value (absent is NULL).
 pub fn json_of<T: serde::Serialize>(v: Option<&T>) -> Cell<'static> {
-    v.and_then(|v| serde_json::to_string(v).ok()).map_or(Cell::Null, |s| Cell::Str(Cow::Owned(s)))
+    v.and_then(|v| serde_json::to_string(v).ok())
+        .map_or(Cell::Null, |s| Cell::Str(Cow::Owned(s)))
 }
 
 /// JSON text of a value.
@@ -90,7 +95,10 @@ pub fn json_text(v: &Value) -> String {
 
 /// The text of a prompt pair: system then user, joined by a newline.
 pub fn prompt_text(p: &Prompt) -> String {
-    match (p.system.as_deref().filter(|s| !s.is_empty()), p.user.as_deref().filter(|s| !s.is_empty())) {
+    match (
+        p.system.as_deref().filter(|s| !s.is_empty()),
+        p.user.as_deref().filter(|s| !s.is_empty()),
+    ) {
         (Some(s), Some(u)) => format!("{s}\n{u}"),
         (Some(s), None) => s.to_string(),
         (None, Some(u)) => u.to_string(),
@@ -122,7 +130,8 @@ pub fn metric_i64(metrics: Option<&Value>, keys: &[&str]) -> Option<i64> {
     let get = |o: &serde_json::Map<String, Value>| {
         keys.iter().find_map(|k| {
             let v = o.get(*k)?;
-            v.as_i64().or_else(|| v.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
+            v.as_i64()
+                .or_else(|| v.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
         })
     };
     get(m).or_else(|| m.get("extra").and_then(Value::as_object).and_then(get))
@@ -136,11 +145,21 @@ pub fn metric_f64(metrics: Option<&Value>, keys: &[&str]) -> Option<f64> {
 }
 
 pub(crate) fn prompt_tokens(t: &Turn) -> Option<i64> {
-    metric_i64(t.metrics.as_ref(), &["prompt_tokens", "prompt_tokens_len", "input_tokens"])
+    metric_i64(
+        t.metrics.as_ref(),
+        &["prompt_tokens", "prompt_tokens_len", "input_tokens"],
+    )
 }
 
 pub(crate) fn completion_tokens(t: &Turn) -> Option<i64> {
-    metric_i64(t.metrics.as_ref(), &["completion_tokens", "completion_tokens_len", "output_tokens"])
+    metric_i64(
+        t.metrics.as_ref(),
+        &[
+            "completion_tokens",
+            "completion_tokens_len",
+            "output_tokens",
+        ],
+    )
 }
 
 pub(crate) fn cached_tokens(t: &Turn) -> Option<i64> {
@@ -181,20 +200,29 @@ pub(crate) fn count_src(r: &RowCtx<'_>, src: &str) -> Cell<'static> {
 }
 
 pub(crate) fn model_of(doc: &Storyline) -> Option<&str> {
-    doc.agent.model.as_deref().or_else(|| doc.turns.iter().find_map(|t| t.model.as_deref()))
+    doc.agent
+        .model
+        .as_deref()
+        .or_else(|| doc.turns.iter().find_map(|t| t.model.as_deref()))
 }
 
 pub(crate) fn first_ts(r: &RowCtx<'_>) -> Cell<'static> {
-    let v = r.doc.started_at.as_ref().or_else(|| r.doc.turns.iter().find_map(|t| t.ts.as_ref()));
+    let v = r
+        .doc
+        .started_at
+        .as_ref()
+        .or_else(|| r.doc.turns.iter().find_map(|t| t.ts.as_ref()));
     Cell::ts(v)
 }
 
 pub(crate) fn last_ts(r: &RowCtx<'_>) -> Cell<'static> {
-    let v = r
-        .doc
-        .finished_at
-        .as_ref()
-        .or_else(|| r.doc.turns.iter().rev().find_map(|t| t.finished_at.as_ref().or(t.ts.as_ref())));
+    let v = r.doc.finished_at.as_ref().or_else(|| {
+        r.doc
+            .turns
+            .iter()
+            .rev()
+            .find_map(|t| t.finished_at.as_ref().or(t.ts.as_ref()))
+    });
     Cell::ts(v)
 }
 
@@ -220,23 +248,38 @@ pub(crate) fn call_results(r: &RowCtx<'_>) -> Cell<'static> {
         .map(|rs| {
             rs.iter()
                 .filter(|x| {
-                    x.get("source_call_id").or_else(|| x.get("tool_call_id")).and_then(Value::as_str) == Some(tcid)
+                    x.get("source_call_id")
+                        .or_else(|| x.get("tool_call_id"))
+                        .and_then(Value::as_str)
+                        == Some(tcid)
                 })
                 .collect()
         })
         .unwrap_or_default();
-    Cell::Str(Cow::Owned(serde_json::to_string(&items).unwrap_or_else(|_| "[]".into())))
+    Cell::Str(Cow::Owned(
+        serde_json::to_string(&items).unwrap_or_else(|_| "[]".into()),
+    ))
 }
 
 pub(crate) fn judge(r: &RowCtx<'_>) -> Cell<'static> {
-    let format = r.doc.origin.as_ref().map_or("unknown", |o| o.format.as_str());
+    let format = r
+        .doc
+        .origin
+        .as_ref()
+        .map_or("unknown", |o| o.format.as_str());
     Cell::Str(Cow::Owned(format.to_string()))
 }
 
 type ResultField = fn(&crate::formats::model::TaskResult) -> Option<&Value>;
 
 fn result_value<'a>(r: &RowCtx<'a>, f: ResultField) -> Option<&'a Value> {
-    r.doc.task.as_ref()?.result.as_ref().and_then(f).filter(|v| !v.is_null())
+    r.doc
+        .task
+        .as_ref()?
+        .result
+        .as_ref()
+        .and_then(f)
+        .filter(|v| !v.is_null())
 }
 
 pub(crate) fn result_bool(r: &RowCtx<'_>, f: ResultField) -> Cell<'static> {

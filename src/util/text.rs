@@ -25,7 +25,10 @@ pub fn escape_control(s: &str) -> std::borrow::Cow<'_, str> {
 
 /// Like [`escape_control`] but keeps newlines (for multi-line messages).
 pub fn escape_control_keep_newlines(s: &str) -> String {
-    s.split('\n').map(|line| escape_control(line).into_owned()).collect::<Vec<_>>().join("\n")
+    s.split('\n')
+        .map(|line| escape_control(line).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn is_control(c: char) -> bool {

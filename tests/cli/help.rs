@@ -39,5 +39,5 @@ fn only_implemented_commands_are_listed() {
         .take_while(|l| !l.trim().is_empty())
         .filter_map(|l| l.split_whitespace().next())
         .collect();
-    assert_eq!(commands, ["default", "ls", "status", "help"]);
+    assert_eq!(commands, ["default", "ls", "status", "query", "help"]);
 }

@@ -23,7 +23,10 @@ pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
         if mounts.mounts().len() == 1 {
             out.info(&format!("snapshot_id: {}", m.snapshot.snapshot_id));
         } else {
-            out.info(&format!("snapshot_id: {} ({})", m.snapshot.snapshot_id, m.name));
+            out.info(&format!(
+                "snapshot_id: {} ({})",
+                m.snapshot.snapshot_id, m.name
+            ));
         }
     }
     let statement = sql::plan(&q.sql, &mounts)?;
@@ -41,10 +44,17 @@ pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
             let text = plan.to_string();
             let schema = Arc::new(Schema::new(vec![Field::new("plan", DataType::Utf8, false)]));
             let lines: ArrayRef = Arc::new(text.lines().map(Some).collect::<StringArray>());
-            (schema.clone(), vec![RecordBatch::try_new(schema, vec![lines]).map_err(|e| Error::Internal(e.to_string()))?])
+            (
+                schema.clone(),
+                vec![RecordBatch::try_new(schema, vec![lines])
+                    .map_err(|e| Error::Internal(e.to_string()))?],
+            )
         }
         Statement::Query(plan) => {
-            let limits = Limits { timeout: Some(q.timeout), memory_budget: q.memory_budget };
+            let limits = Limits {
+                timeout: Some(q.timeout),
+                memory_budget: q.memory_budget,
+            };
             let r = sql::execute(&plan, &mounts, limits)?;
             (r.schema, r.batches)
         }
@@ -63,8 +73,11 @@ pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
         QueryFormat::Csv => write_csv(&mut buf, &schema, &batches),
     };
     if let Err(e) = written {
-        if e.get_ref().is_some_and(|x| x.is::<OutputLimit>()) {
-            return Err(SqlError::OutputTooLarge { limit: q.max_output_bytes }.into());
+        if e.get_ref().is_some_and(<dyn std::error::Error + std::marker::Send + std::marker::Sync + 'static>::is::<OutputLimit>) {
+            return Err(SqlError::OutputTooLarge {
+                limit: q.max_output_bytes,
+            }
+            .into());
         }
         return Err(Error::Output(e));
     }
@@ -73,7 +86,11 @@ pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
         None => out.write_bytes(&bytes)?,
         Some(path) => write_new_file(path, &bytes)?,
     }
-    out.info(&format!("{rows} row{} in {} ms", if rows == 1 { "" } else { "s" }, started.elapsed().as_millis()));
+    out.info(&format!(
+        "{rows} row{} in {} ms",
+        if rows == 1 { "" } else { "s" },
+        started.elapsed().as_millis()
+    ));
     Ok(ExitStatus::Success)
 }
 
@@ -104,10 +121,18 @@ fn describe_batches(relation: &str) -> (SchemaRef, Vec<RecordBatch>) {
 pub fn write_new_file(path: &std::path::Path, bytes: &[u8]) -> Result<(), Error> {
     let io = |e: std::io::Error| Error::Output(e);
     if path.exists() {
-        return Err(crate::cli::settings::SettingsError::OutputExists { path: path.display().to_string() }.into());
+        return Err(crate::cli::settings::SettingsError::OutputExists {
+            path: path.display().to_string(),
+        }
+        .into());
     }
-    let dir = path.parent().ok_or_else(|| Error::Output(std::io::Error::other("no parent directory")))?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let dir = path
+        .parent()
+        .ok_or_else(|| Error::Output(std::io::Error::other("no parent directory")))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
@@ -119,7 +144,10 @@ pub fn write_new_file(path: &std::path::Path, bytes: &[u8]) -> Result<(), Error>
     match result {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            Err(crate::cli::settings::SettingsError::OutputExists { path: path.display().to_string() }.into())
+            Err(crate::cli::settings::SettingsError::OutputExists {
+                path: path.display().to_string(),
+            }
+            .into())
         }
         Err(e) => Err(io(e)),
     }

@@ -6,7 +6,10 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, StringArray, TimestampNanosecondArray};
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, StringArray,
+    TimestampNanosecondArray,
+};
 use arrow::datatypes::{DataType, Float64Type, Int64Type, SchemaRef, TimestampNanosecondType};
 use arrow::record_batch::RecordBatch;
 use arrow::row::{RowConverter, SortField};
@@ -67,11 +70,26 @@ impl Acc {
         }
         match call.func {
             AggFunc::Count => Acc::Count(Vec::new()),
-            AggFunc::Sum if call.ty == DataType::Int64 => Acc::SumInt { sum: Vec::new(), seen: Vec::new() },
-            AggFunc::Sum => Acc::SumFloat { sum: Vec::new(), seen: Vec::new() },
-            AggFunc::Avg => Acc::Avg { sum: Vec::new(), n: Vec::new() },
-            AggFunc::Min => Acc::MinMax { best: Vec::new(), max: false },
-            AggFunc::Max => Acc::MinMax { best: Vec::new(), max: true },
+            AggFunc::Sum if call.ty == DataType::Int64 => Acc::SumInt {
+                sum: Vec::new(),
+                seen: Vec::new(),
+            },
+            AggFunc::Sum => Acc::SumFloat {
+                sum: Vec::new(),
+                seen: Vec::new(),
+            },
+            AggFunc::Avg => Acc::Avg {
+                sum: Vec::new(),
+                n: Vec::new(),
+            },
+            AggFunc::Min => Acc::MinMax {
+                best: Vec::new(),
+                max: false,
+            },
+            AggFunc::Max => Acc::MinMax {
+                best: Vec::new(),
+                max: true,
+            },
         }
     }
 
@@ -156,7 +174,9 @@ impl Acc {
             },
             (Acc::MinMax { best, max }, Some(a)) => {
                 for (i, &g) in groups.iter().enumerate() {
-                    let Some(v) = val(a.as_ref(), i) else { continue };
+                    let Some(v) = val(a.as_ref(), i) else {
+                        continue;
+                    };
                     let better = match &best[g] {
                         None => true,
                         Some(b) => {
@@ -191,25 +211,44 @@ impl Acc {
                 let mut out = Vec::with_capacity(sum.len());
                 for (s, ok) in sum.into_iter().zip(seen) {
                     out.push(if ok {
-                        Some(i64::try_from(s).map_err(|_| SqlError::type_error("SUM overflows BIGINT"))?)
+                        Some(
+                            i64::try_from(s)
+                                .map_err(|_| SqlError::type_error("SUM overflows BIGINT"))?,
+                        )
                     } else {
                         None
                     });
                 }
                 Arc::new(Int64Array::from(out))
             }
-            Acc::SumFloat { sum, seen } => {
-                Arc::new(sum.into_iter().zip(seen).map(|(s, ok)| ok.then_some(s)).collect::<Float64Array>())
-            }
-            Acc::Avg { sum, n } => {
-                Arc::new(sum.into_iter().zip(n).map(|(s, c)| (c > 0).then(|| s / c as f64)).collect::<Float64Array>())
-            }
+            Acc::SumFloat { sum, seen } => Arc::new(
+                sum.into_iter()
+                    .zip(seen)
+                    .map(|(s, ok)| ok.then_some(s))
+                    .collect::<Float64Array>(),
+            ),
+            Acc::Avg { sum, n } => Arc::new(
+                sum.into_iter()
+                    .zip(n)
+                    .map(|(s, c)| (c > 0).then(|| s / c as f64))
+                    .collect::<Float64Array>(),
+            ),
             Acc::MinMax { best, .. } => vals_to_array(best, &call.ty),
             Acc::Distinct(sets) => match call.func {
-                AggFunc::Count => Arc::new(sets.into_iter().map(|s| s.len() as i64).collect::<Int64Array>()),
+                AggFunc::Count => Arc::new(
+                    sets.into_iter()
+                        .map(|s| s.len() as i64)
+                        .collect::<Int64Array>(),
+                ),
                 AggFunc::Sum if call.ty == DataType::Int64 => Arc::new(
                     sets.into_iter()
-                        .map(|s| (!s.is_empty()).then(|| s.iter().map(|v| if let Val::I(x) = v { *x } else { 0 }).sum::<i64>()))
+                        .map(|s| {
+                            (!s.is_empty()).then(|| {
+                                s.iter()
+                                    .map(|v| if let Val::I(x) = v { *x } else { 0 })
+                                    .sum::<i64>()
+                            })
+                        })
                         .collect::<Int64Array>(),
                 ),
                 AggFunc::Sum | AggFunc::Avg => {
@@ -220,11 +259,14 @@ impl Acc {
                                 if s.is_empty() {
                                     return None;
                                 }
-                                let total: f64 = s.iter().map(|v| match v {
-                                    Val::I(x) => *x as f64,
-                                    Val::F(x) => *x,
-                                    _ => 0.0,
-                                }).sum();
+                                let total: f64 = s
+                                    .iter()
+                                    .map(|v| match v {
+                                        Val::I(x) => *x as f64,
+                                        Val::F(x) => *x,
+                                        _ => 0.0,
+                                    })
+                                    .sum();
                                 Some(if avg { total / s.len() as f64 } else { total })
                             })
                             .collect::<Float64Array>(),
@@ -237,9 +279,13 @@ impl Acc {
                         .map(|s| {
                             let it = s.into_iter();
                             if max {
-                                it.max_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal))
+                                it.max_by(|a, b| {
+                                    a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal)
+                                })
                             } else {
-                                it.min_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal))
+                                it.min_by(|a, b| {
+                                    a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal)
+                                })
                             }
                         })
                         .collect();
@@ -252,25 +298,80 @@ impl Acc {
 
 fn vals_to_array(v: Vec<Option<Val>>, ty: &DataType) -> ArrayRef {
     match ty {
-        DataType::Int64 => Arc::new(v.into_iter().map(|x| match x { Some(Val::I(i)) => Some(i), _ => None }).collect::<Int64Array>()),
-        DataType::Float64 => Arc::new(v.into_iter().map(|x| match x { Some(Val::F(f)) => Some(f), _ => None }).collect::<Float64Array>()),
-        DataType::Timestamp(..) => Arc::new(
-            v.into_iter().map(|x| match x { Some(Val::I(i)) => Some(i), _ => None }).collect::<TimestampNanosecondArray>().with_timezone("UTC"),
+        DataType::Int64 => Arc::new(
+            v.into_iter()
+                .map(|x| match x {
+                    Some(Val::I(i)) => Some(i),
+                    _ => None,
+                })
+                .collect::<Int64Array>(),
         ),
-        DataType::Boolean => Arc::new(v.into_iter().map(|x| match x { Some(Val::B(b)) => Some(b), _ => None }).collect::<BooleanArray>()),
-        _ => Arc::new(v.into_iter().map(|x| match x { Some(Val::S(s)) => Some(s), _ => None }).collect::<StringArray>()),
+        DataType::Float64 => Arc::new(
+            v.into_iter()
+                .map(|x| match x {
+                    Some(Val::F(f)) => Some(f),
+                    _ => None,
+                })
+                .collect::<Float64Array>(),
+        ),
+        DataType::Timestamp(..) => Arc::new(
+            v.into_iter()
+                .map(|x| match x {
+                    Some(Val::I(i)) => Some(i),
+                    _ => None,
+                })
+                .collect::<TimestampNanosecondArray>()
+                .with_timezone("UTC"),
+        ),
+        DataType::Boolean => Arc::new(
+            v.into_iter()
+                .map(|x| match x {
+                    Some(Val::B(b)) => Some(b),
+                    _ => None,
+                })
+                .collect::<BooleanArray>(),
+        ),
+        _ => Arc::new(
+            v.into_iter()
+                .map(|x| match x {
+                    Some(Val::S(s)) => Some(s),
+                    _ => None,
+                })
+                .collect::<StringArray>(),
+        ),
     }
 }
 
 /// Group `batches` by `group` and compute `aggs`; output columns are the
 /// group keys then the aggregates.
-pub fn run(schema: &SchemaRef, batches: &[RecordBatch], group: &[Expr], aggs: &[AggCall], budget: &dyn Fn(usize) -> Result<(), SqlError>) -> Result<Vec<RecordBatch>, SqlError> {
+pub fn run(
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    group: &[Expr],
+    aggs: &[AggCall],
+    budget: &dyn Fn(usize) -> Result<(), SqlError>,
+) -> Result<Vec<RecordBatch>, SqlError> {
     let mut accs: Vec<Acc> = aggs.iter().map(Acc::new).collect();
-    let key_types: Vec<DataType> = group.iter().map(Expr::data_type).map(|t| if t == DataType::Null { DataType::Utf8 } else { t }).collect();
-    let conv = RowConverter::new(key_types.iter().map(|t| SortField::new(t.clone())).collect())?;
+    let key_types: Vec<DataType> = group
+        .iter()
+        .map(Expr::data_type)
+        .map(|t| {
+            if t == DataType::Null {
+                DataType::Utf8
+            } else {
+                t
+            }
+        })
+        .collect();
+    let conv = RowConverter::new(
+        key_types
+            .iter()
+            .map(|t| SortField::new(t.clone()))
+            .collect(),
+    )?;
     let mut index: HashMap<Box<[u8]>, usize> = HashMap::new();
     let mut first_rows: Vec<Box<[u8]>> = Vec::new();
-    let mut n_groups = if group.is_empty() { 1 } else { 0 };
+    let mut n_groups = usize::from(group.is_empty());
     for a in &mut accs {
         a.resize(n_groups);
     }
@@ -289,7 +390,11 @@ pub fn run(schema: &SchemaRef, batches: &[RecordBatch], group: &[Expr], aggs: &[
                 .zip(&key_types)
                 .map(|(g, t)| {
                     let a = eval(g, b)?;
-                    if a.data_type() == t { Ok(a) } else { super::super::expr::cast_array(&a, t) }
+                    if a.data_type() == t {
+                        Ok(a)
+                    } else {
+                        super::super::expr::cast_array(&a, t)
+                    }
                 })
                 .collect::<Result<Vec<_>, SqlError>>()?;
             let rows = conv.convert_columns(&keys)?;
@@ -331,8 +436,18 @@ pub fn run(schema: &SchemaRef, batches: &[RecordBatch], group: &[Expr], aggs: &[
     let cols = cols
         .into_iter()
         .zip(schema.fields())
-        .map(|(c, f)| if c.data_type() == f.data_type() { Ok(c) } else { super::super::expr::cast_array(&c, f.data_type()) })
+        .map(|(c, f)| {
+            if c.data_type() == f.data_type() {
+                Ok(c)
+            } else {
+                super::super::expr::cast_array(&c, f.data_type())
+            }
+        })
         .collect::<Result<Vec<_>, SqlError>>()?;
     let options = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(n_groups));
-    Ok(vec![RecordBatch::try_new_with_options(schema.clone(), cols, &options)?])
+    Ok(vec![RecordBatch::try_new_with_options(
+        schema.clone(),
+        cols,
+        &options,
+    )?])
 }

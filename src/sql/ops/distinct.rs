@@ -17,6 +17,9 @@ pub fn run(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Vec<RecordBatc
     }
     let (_, rows) = super::encode_rows(all.columns())?;
     let mut seen = HashSet::with_capacity(rows.num_rows());
-    let keep: Vec<u32> = (0..rows.num_rows()).filter(|&i| seen.insert(rows.row(i))).map(|i| i as u32).collect();
+    let keep: Vec<u32> = (0..rows.num_rows())
+        .filter(|&i| seen.insert(rows.row(i)))
+        .map(|i| i as u32)
+        .collect();
     Ok(vec![take_record_batch(&all, &UInt32Array::from(keep))?])
 }

@@ -28,7 +28,10 @@ pub fn run(
     let r = super::concat(right_schema, right)?;
     // Build: key bytes → right row indexes (rows with a NULL key never match).
     let mut table: HashMap<Box<[u8]>, Vec<u32>> = HashMap::new();
-    let right_keys = on.iter().map(|(_, re)| eval(re, &r)).collect::<Result<Vec<_>, _>>()?;
+    let right_keys = on
+        .iter()
+        .map(|(_, re)| eval(re, &r))
+        .collect::<Result<Vec<_>, _>>()?;
     let conv = if on.is_empty() {
         None
     } else {
@@ -37,7 +40,10 @@ pub fn run(
             if right_keys.iter().any(|k| k.is_null(i)) {
                 continue;
             }
-            table.entry(rows.row(i).as_ref().into()).or_default().push(i as u32);
+            table
+                .entry(rows.row(i).as_ref().into())
+                .or_default()
+                .push(i as u32);
         }
         Some(conv)
     };
@@ -58,11 +64,21 @@ pub fn run(
                 let left_keys = left_keys
                     .into_iter()
                     .zip(&right_keys)
-                    .map(|(l, r)| if l.data_type() == r.data_type() { Ok(l) } else { super::super::expr::cast_array(&l, r.data_type()) })
+                    .map(|(l, r)| {
+                        if l.data_type() == r.data_type() {
+                            Ok(l)
+                        } else {
+                            super::super::expr::cast_array(&l, r.data_type())
+                        }
+                    })
                     .collect::<Result<Vec<_>, SqlError>>()?;
                 let rows = conv.convert_columns(&left_keys)?;
                 for i in 0..lb.num_rows() {
-                    let matches = if left_keys.iter().any(|k| k.is_null(i)) { None } else { table.get(rows.row(i).as_ref()) };
+                    let matches = if left_keys.iter().any(|k| k.is_null(i)) {
+                        None
+                    } else {
+                        table.get(rows.row(i).as_ref())
+                    };
                     match matches {
                         Some(m) => {
                             for &j in m {
@@ -124,7 +140,13 @@ pub fn run(
     Ok(out)
 }
 
-fn gather(l: &RecordBatch, r: &RecordBatch, li: &[u32], ri: &[Option<u32>], schema: &SchemaRef) -> Result<RecordBatch, SqlError> {
+fn gather(
+    l: &RecordBatch,
+    r: &RecordBatch,
+    li: &[u32],
+    ri: &[Option<u32>],
+    schema: &SchemaRef,
+) -> Result<RecordBatch, SqlError> {
     let lidx = UInt32Array::from(li.to_vec());
     let ridx: UInt32Array = ri.iter().copied().collect();
     let mut cols: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
@@ -135,5 +157,9 @@ fn gather(l: &RecordBatch, r: &RecordBatch, li: &[u32], ri: &[Option<u32>], sche
         cols.push(take(c, &ridx, None)?);
     }
     let options = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(li.len()));
-    Ok(RecordBatch::try_new_with_options(schema.clone(), cols, &options)?)
+    Ok(RecordBatch::try_new_with_options(
+        schema.clone(),
+        cols,
+        &options,
+    )?)
 }

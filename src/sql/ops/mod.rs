@@ -23,7 +23,10 @@ pub fn concat(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecordBatch
 
 /// Row-encode key columns for hashing and equality (NULLs encode as NULL).
 pub fn encode_rows(cols: &[ArrayRef]) -> Result<(RowConverter, Rows), SqlError> {
-    let fields = cols.iter().map(|c| SortField::new(c.data_type().clone())).collect();
+    let fields = cols
+        .iter()
+        .map(|c| SortField::new(c.data_type().clone()))
+        .collect();
     let conv = RowConverter::new(fields)?;
     let rows = conv.convert_columns(cols)?;
     Ok((conv, rows))

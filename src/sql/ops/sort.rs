@@ -10,7 +10,12 @@ use super::super::logical::SortKey;
 use super::super::SqlError;
 
 /// Sort `batches` by `keys`; keep the first `fetch` rows when given.
-pub fn run(schema: &SchemaRef, batches: &[RecordBatch], keys: &[SortKey], fetch: Option<usize>) -> Result<Vec<RecordBatch>, SqlError> {
+pub fn run(
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    keys: &[SortKey],
+    fetch: Option<usize>,
+) -> Result<Vec<RecordBatch>, SqlError> {
     let all = super::concat(schema, batches)?;
     if all.num_rows() == 0 {
         return Ok(vec![all]);
@@ -20,7 +25,10 @@ pub fn run(schema: &SchemaRef, batches: &[RecordBatch], keys: &[SortKey], fetch:
         .map(|k| {
             Ok(SortColumn {
                 values: eval(&k.expr, &all)?,
-                options: Some(SortOptions { descending: !k.asc, nulls_first: k.nulls_first }),
+                options: Some(SortOptions {
+                    descending: !k.asc,
+                    nulls_first: k.nulls_first,
+                }),
             })
         })
         .collect::<Result<Vec<_>, SqlError>>()?;

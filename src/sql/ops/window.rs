@@ -15,14 +15,24 @@ use super::super::value::Scalar;
 use super::super::SqlError;
 
 /// Append one column per window call to the input rows.
-pub fn run(input_schema: &SchemaRef, batches: &[RecordBatch], calls: &[WindowCall], schema: &SchemaRef) -> Result<Vec<RecordBatch>, SqlError> {
+pub fn run(
+    input_schema: &SchemaRef,
+    batches: &[RecordBatch],
+    calls: &[WindowCall],
+    schema: &SchemaRef,
+) -> Result<Vec<RecordBatch>, SqlError> {
     let all = super::concat(input_schema, batches)?;
     let mut cols: Vec<ArrayRef> = all.columns().to_vec();
     for c in calls {
         cols.push(one(&all, c)?);
     }
-    let options = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(all.num_rows()));
-    Ok(vec![RecordBatch::try_new_with_options(schema.clone(), cols, &options)?])
+    let options =
+        arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(all.num_rows()));
+    Ok(vec![RecordBatch::try_new_with_options(
+        schema.clone(),
+        cols,
+        &options,
+    )?])
 }
 
 fn one(all: &RecordBatch, call: &WindowCall) -> Result<ArrayRef, SqlError> {
@@ -30,26 +40,67 @@ fn one(all: &RecordBatch, call: &WindowCall) -> Result<ArrayRef, SqlError> {
     if n == 0 {
         return Ok(new_null_array(&call.ty, 0));
     }
-    let parts = call.partition.iter().map(|e| eval(e, all)).collect::<Result<Vec<_>, _>>()?;
-    let orders = call.order.iter().map(|k| eval(&k.expr, all)).collect::<Result<Vec<_>, _>>()?;
+    let parts = call
+        .partition
+        .iter()
+        .map(|e| eval(e, all))
+        .collect::<Result<Vec<_>, _>>()?;
+    let orders = call
+        .order
+        .iter()
+        .map(|k| eval(&k.expr, all))
+        .collect::<Result<Vec<_>, _>>()?;
     // Sort by partition keys, then order keys; stable on row index.
     let mut sort_cols: Vec<SortColumn> = parts
         .iter()
-        .map(|p| SortColumn { values: p.clone(), options: Some(SortOptions { descending: false, nulls_first: true }) })
+        .map(|p| SortColumn {
+            values: p.clone(),
+            options: Some(SortOptions {
+                descending: false,
+                nulls_first: true,
+            }),
+        })
         .collect();
     for (k, v) in call.order.iter().zip(&orders) {
-        sort_cols.push(SortColumn { values: v.clone(), options: Some(SortOptions { descending: !k.asc, nulls_first: k.nulls_first }) });
+        sort_cols.push(SortColumn {
+            values: v.clone(),
+            options: Some(SortOptions {
+                descending: !k.asc,
+                nulls_first: k.nulls_first,
+            }),
+        });
     }
     let idx: Vec<u32> = if sort_cols.is_empty() {
         (0..n as u32).collect()
     } else {
-        sort_cols.push(SortColumn { values: Arc::new(UInt32Array::from_iter_values(0..n as u32)), options: None });
+        sort_cols.push(SortColumn {
+            values: Arc::new(UInt32Array::from_iter_values(0..n as u32)),
+            options: None,
+        });
         lexsort_to_indices(&sort_cols, None)?.values().to_vec()
     };
-    let (_, part_rows) = if parts.is_empty() { (None, None) } else { let (c, r) = super::encode_rows(&parts)?; (Some(c), Some(r)) };
-    let (_, order_rows) = if orders.is_empty() { (None, None) } else { let (c, r) = super::encode_rows(&orders)?; (Some(c), Some(r)) };
-    let same_part = |a: u32, b: u32| part_rows.as_ref().is_none_or(|r| r.row(a as usize) == r.row(b as usize));
-    let peers = |a: u32, b: u32| order_rows.as_ref().is_none_or(|r| r.row(a as usize) == r.row(b as usize));
+    let (_, part_rows) = if parts.is_empty() {
+        (None, None)
+    } else {
+        let (c, r) = super::encode_rows(&parts)?;
+        (Some(c), Some(r))
+    };
+    let (_, order_rows) = if orders.is_empty() {
+        (None, None)
+    } else {
+        let (c, r) = super::encode_rows(&orders)?;
+        (Some(c), Some(r))
+    };
+    let same_part = |a: u32, b: u32| {
+        part_rows
+            .as_ref()
+            .is_none_or(|r| r.row(a as usize) == r.row(b as usize))
+    };
+    let peers = |a: u32, b: u32| {
+        order_rows
+            .as_ref()
+            .is_none_or(|r| r.row(a as usize) == r.row(b as usize))
+    };
     // Partition boundaries over the sorted order.
     let mut bounds = Vec::new();
     let mut start = 0;
@@ -59,7 +110,11 @@ fn one(all: &RecordBatch, call: &WindowCall) -> Result<ArrayRef, SqlError> {
             start = k;
         }
     }
-    let args = call.args.iter().map(|e| eval(e, all)).collect::<Result<Vec<_>, _>>()?;
+    let args = call
+        .args
+        .iter()
+        .map(|e| eval(e, all))
+        .collect::<Result<Vec<_>, _>>()?;
     match call.func {
         WinFunc::RowNumber | WinFunc::Rank | WinFunc::DenseRank => {
             let mut out = vec![0i64; n];
@@ -92,7 +147,11 @@ fn one(all: &RecordBatch, call: &WindowCall) -> Result<ArrayRef, SqlError> {
             let mut src: Vec<Option<u32>> = vec![None; n];
             for &(s, e) in &bounds {
                 for k in s..e {
-                    let t = if call.func == WinFunc::Lag { k as i64 - offset } else { k as i64 + offset };
+                    let t = if call.func == WinFunc::Lag {
+                        k as i64 - offset
+                    } else {
+                        k as i64 + offset
+                    };
                     if t >= s as i64 && t < e as i64 {
                         src[idx[k] as usize] = Some(idx[t as usize]);
                     }
@@ -101,8 +160,13 @@ fn one(all: &RecordBatch, call: &WindowCall) -> Result<ArrayRef, SqlError> {
             let taken = take(value, &src.iter().copied().collect::<UInt32Array>(), None)?;
             match default {
                 Some(d) => {
-                    let d = if d.data_type() == taken.data_type() { d } else { super::super::expr::cast_array(&d, taken.data_type())? };
-                    let has_src: arrow::array::BooleanArray = src.iter().map(|s| Some(s.is_some())).collect();
+                    let d = if d.data_type() == taken.data_type() {
+                        d
+                    } else {
+                        super::super::expr::cast_array(&d, taken.data_type())?
+                    };
+                    let has_src: arrow::array::BooleanArray =
+                        src.iter().map(|s| Some(s.is_some())).collect();
                     Ok(arrow::compute::kernels::zip::zip(&has_src, &taken, &d)?)
                 }
                 None => Ok(taken),
@@ -151,7 +215,14 @@ struct Running {
 
 impl Running {
     fn new(func: AggFunc) -> Self {
-        Running { func, count: 0, int_sum: 0, float_sum: 0.0, is_float: false, best: None }
+        Running {
+            func,
+            count: 0,
+            int_sum: 0,
+            float_sum: 0.0,
+            is_float: false,
+            best: None,
+        }
     }
 
     fn add(&mut self, arg: Option<&ArrayRef>, i: usize) -> Result<(), SqlError> {
@@ -185,10 +256,18 @@ impl Running {
     fn consider(&mut self, v: Scalar) {
         let replace = match (&self.best, &v) {
             (None, _) => true,
-            (Some(Scalar::Int(b)), Scalar::Int(x)) | (Some(Scalar::Ts(b)), Scalar::Ts(x)) => (self.func == AggFunc::Max) == (x > b) && x != b,
-            (Some(Scalar::Float(b)), Scalar::Float(x)) => (self.func == AggFunc::Max) == (x > b) && x != b,
-            (Some(Scalar::Str(b)), Scalar::Str(x)) => (self.func == AggFunc::Max) == (x > b) && x != b,
-            (Some(Scalar::Bool(b)), Scalar::Bool(x)) => (self.func == AggFunc::Max) == (x > b) && x != b,
+            (Some(Scalar::Int(b)), Scalar::Int(x)) | (Some(Scalar::Ts(b)), Scalar::Ts(x)) => {
+                (self.func == AggFunc::Max) == (x > b) && x != b
+            }
+            (Some(Scalar::Float(b)), Scalar::Float(x)) => {
+                (self.func == AggFunc::Max) == (x > b) && x != b
+            }
+            (Some(Scalar::Str(b)), Scalar::Str(x)) => {
+                (self.func == AggFunc::Max) == (x > b) && x != b
+            }
+            (Some(Scalar::Bool(b)), Scalar::Bool(x)) => {
+                (self.func == AggFunc::Max) == (x > b) && x != b
+            }
             _ => false,
         };
         if replace {
@@ -214,7 +293,11 @@ fn scalars_to_array(v: &[Scalar], ty: &DataType) -> Result<ArrayRef, SqlError> {
         .map(|s| {
             let a = s.to_array(1);
             if a.data_type() == ty || s.is_null() {
-                if s.is_null() { Ok(new_null_array(ty, 1)) } else { Ok(a) }
+                if s.is_null() {
+                    Ok(new_null_array(ty, 1))
+                } else {
+                    Ok(a)
+                }
             } else {
                 super::super::expr::cast_array(&a, ty)
             }
