@@ -25,6 +25,15 @@ pub enum Error {
     /// Settings: flags, environment and the settings file.
     #[error(transparent)]
     Settings(#[from] SettingsError),
+    /// Import failed.
+    #[error(transparent)]
+    Import(#[from] crate::cli::cmd::import::ImportError),
+    /// Export failed.
+    #[error(transparent)]
+    Export(#[from] crate::cli::cmd::export::ExportError),
+    /// A find expression or search failed.
+    #[error(transparent)]
+    Find(#[from] crate::find::FindError),
     /// Writing the result failed (other than a closed pipe).
     #[error("cannot write output: {0}")]
     Output(std::io::Error),
@@ -41,6 +50,9 @@ impl Error {
             Error::Format(e) => e.code(),
             Error::Settings(e) => e.code(),
             Error::Sql(e) => e.code(),
+            Error::Import(e) => e.code(),
+            Error::Export(e) => e.code(),
+            Error::Find(e) => e.code(),
             Error::Output(_) => "PC-IO-001",
             Error::Internal(_) => "PC-INT-001",
         }

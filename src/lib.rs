@@ -14,8 +14,10 @@ pub mod cli;
 pub mod corpus;
 pub mod dataset;
 pub mod error;
+pub mod find;
 pub mod formats;
 pub mod sql;
+pub mod store;
 pub mod table;
 pub mod util;
 

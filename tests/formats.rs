@@ -174,7 +174,12 @@ fn actf_attempts_become_trajectories_with_results() {
     let results = doc.turns[1].observation.as_ref().unwrap()["results"]
         .as_array()
         .unwrap();
-    assert_eq!(results[0]["source_call_id"], "item-2");
+    // Observation items are kept as written; they name their call by `id`
+    // (or `tool_use_id`).
+    let link = results[0]
+        .get("tool_use_id")
+        .or_else(|| results[0].get("id"));
+    assert_eq!(link, Some(&serde_json::json!("item-2")), "{}", results[0]);
     // Unknown root keys are kept for the round trip.
     let doom = &find(&all, "make-doom-for-mips_trimmed.actf.json")[0];
     let fields = &doom.unknown_fields.as_ref().unwrap()["sources"]["actf"]["fields"];

@@ -95,6 +95,15 @@ pub fn discover(
     let mut out = Discovery::default();
     let mut candidates = Vec::new();
     let mut entries_seen: u64 = 0;
+    // A Dataset whose root is itself a store (what `import` creates) has one
+    // Source, `.`.
+    if let Some(source) = super::stores::probe_store(root, ".") {
+        if physical {
+            super::stores::list_members(root, ".", &mut out.physical, &mut entries_seen, limits)?;
+        }
+        out.sources.push(source);
+        return Ok(out);
+    }
     // Stack of (absolute dir, relative dir); pushed in reverse so pops come in order.
     let mut stack: Vec<(PathBuf, PathBuf)> = vec![(root.to_path_buf(), PathBuf::new())];
     while let Some((dir, rel_dir)) = stack.pop() {

@@ -10,7 +10,7 @@ mod error;
 pub mod read;
 mod snapshot;
 mod source;
-mod stores;
+pub mod stores;
 mod uri;
 
 use std::path::Path;

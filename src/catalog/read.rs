@@ -61,14 +61,7 @@ pub fn read_source(
     sink: &mut dyn FnMut(&Storyline),
 ) -> Result<SourceRead, ReadFailure> {
     if src.kind == SourceKind::Store {
-        let what = match src.format {
-            formats::SourceFormat::EventsLance => "events Lance store",
-            _ => "Storyline Lance store",
-        };
-        return Err(ReadFailure::Source(FormatError::NotReadable {
-            source_path: src.source_path.clone(),
-            what,
-        }));
+        return read_store(src, sink);
     }
     let changed = |after: &SnapshotRef| {
         ReadFailure::Fatal(CatalogError::ChangedDuringRead {
@@ -173,4 +166,57 @@ fn with_path(e: FormatError, path: &str) -> FormatError {
         },
         other => other,
     }
+}
+
+/// Open a store Source at the snapshot discovery pinned.
+pub fn open_store(src: &Source) -> Result<crate::store::StorylineLanceStore, ReadFailure> {
+    if src.format != formats::SourceFormat::StorylineLance {
+        return Err(ReadFailure::Source(FormatError::NotReadable {
+            source_path: src.source_path.clone(),
+            what: "events Lance store",
+        }));
+    }
+    let store = crate::store::StorylineLanceStore::open(&src.abs_path).map_err(|e| {
+        ReadFailure::Source(FormatError::InvalidCurrent {
+            source_path: src.source_path.clone(),
+            message: e.to_string(),
+        })
+    })?;
+    let now = super::stores::store_ref(store.current());
+    if now != src.snapshot_ref {
+        return Err(ReadFailure::Fatal(CatalogError::ChangedDuringRead {
+            source_path: src.source_path.clone(),
+            before: src.snapshot_ref.to_string(),
+            after: now.to_string(),
+        }));
+    }
+    Ok(store)
+}
+
+fn store_failure(src: &Source, e: &crate::store::StoreError) -> ReadFailure {
+    ReadFailure::Source(FormatError::Io {
+        source_path: src.source_path.clone(),
+        message: format!("[{}] {e}", e.code()),
+    })
+}
+
+fn read_store(src: &Source, sink: &mut dyn FnMut(&Storyline)) -> Result<SourceRead, ReadFailure> {
+    let store = open_store(src)?;
+    let reader = store.reader().map_err(|e| store_failure(src, &e))?;
+    let docs = reader.documents().map_err(|e| store_failure(src, &e))?;
+    let mut counts = SourceCounts::default();
+    let mut runs: HashSet<String> = HashSet::new();
+    for d in &docs {
+        counts.trajectories += 1;
+        counts.steps += d.turns.len() as u64;
+        counts.tool_calls += d.tool_call_count() as u64;
+        runs.insert(d.run_id().to_string());
+        sink(d);
+    }
+    counts.runs = runs.len() as u64;
+    Ok(SourceRead {
+        counts,
+        diagnostics: Vec::new(),
+        generated_ids: 0,
+    })
 }

@@ -97,62 +97,38 @@ fn read_small(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// Parse a Storyline store `CURRENT` pointer (control envelope or bare
-/// committed object) into the pinned table versions.
-pub fn read_current(path: &Path, rel: &str) -> Result<SnapshotRef, FormatError> {
-    let bad = |m: String| FormatError::InvalidCurrent {
-        source_path: rel.to_string(),
-        message: m,
-    };
-    let bytes = read_small(path).map_err(|e| bad(e.to_string()))?;
-    let v: Value =
-        serde_json::from_slice(&bytes).map_err(|e| bad(format!("not valid JSON: {e}")))?;
-    let committed = if v.get("control_version").is_some() {
-        if v.get("control_version").and_then(Value::as_u64) != Some(1) {
-            return Err(bad("unsupported control_version".into()));
-        }
-        match v.get("committed") {
-            None | Some(Value::Null) => {
-                return Ok(SnapshotRef::Store {
-                    snapshot: "empty".into(),
-                    tables: Vec::new(),
-                })
+/// The snapshot reference of a store's committed pointer.
+pub fn store_ref(cur: &crate::store::Current) -> SnapshotRef {
+    match &cur.committed {
+        None => SnapshotRef::Store {
+            snapshot: "empty".into(),
+            tables: Vec::new(),
+        },
+        Some(c) => {
+            let mut tables = Vec::new();
+            if let Some(v) = c.objects_version {
+                tables.push(("objects".to_string(), v));
             }
-            Some(c) => c.clone(),
+            tables.push(("runs".to_string(), c.runs_version));
+            tables.push(("steps".to_string(), c.steps_version));
+            tables.push(("tool_calls".to_string(), c.tool_calls_version));
+            SnapshotRef::Store {
+                snapshot: c.generation.clone(),
+                tables,
+            }
         }
-    } else {
-        v
-    };
-    let schema = committed.get("schema_version").and_then(Value::as_u64);
-    if !matches!(schema, Some(1 | 2)) {
-        return Err(bad(format!(
-            "unsupported store schema_version {}",
-            committed.get("schema_version").unwrap_or(&Value::Null)
-        )));
     }
-    let generation = committed
-        .get("generation")
-        .and_then(Value::as_str)
-        .filter(|g| {
-            g.starts_with("gen-") && !g.contains(['/', '\\', ',', '=', ':']) && !g.contains("..")
+}
+
+/// Read a Storyline store `CURRENT` pointer into the pinned table versions.
+pub fn read_current(path: &Path, rel: &str) -> Result<SnapshotRef, FormatError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    crate::store::Current::read(dir)
+        .map(|c| store_ref(&c))
+        .map_err(|e| FormatError::InvalidCurrent {
+            source_path: rel.to_string(),
+            message: e.to_string(),
         })
-        .ok_or_else(|| bad("missing or invalid generation".into()))?;
-    let mut tables = Vec::new();
-    for t in ["objects", "runs", "steps", "tool_calls"] {
-        match committed.get(format!("{t}_version")) {
-            Some(x) => tables.push((
-                t.to_string(),
-                x.as_u64()
-                    .ok_or_else(|| bad(format!("{t}_version is not an unsigned integer")))?,
-            )),
-            None if t == "objects" => {}
-            None => return Err(bad(format!("missing {t}_version"))),
-        }
-    }
-    Ok(SnapshotRef::Store {
-        snapshot: generation.to_string(),
-        tables,
-    })
 }
 
 /// The version of an events store: the manifest revision, or the newest Lance
@@ -222,7 +198,11 @@ pub fn list_members(
                 });
             }
             let Ok(ft) = e.file_type() else { continue };
-            let path = format!("{r}/{}", e.file_name().to_string_lossy());
+            let path = if r == "." {
+                e.file_name().to_string_lossy().into_owned()
+            } else {
+                format!("{r}/{}", e.file_name().to_string_lossy())
+            };
             let (entry_type, size) = if ft.is_symlink() {
                 ("symlink", None)
             } else if ft.is_dir() {

@@ -108,6 +108,199 @@ pub enum Command {
     ///   pchronicle query ./data "SELECT step_source, count(*) FROM steps GROUP BY 1"
     ///   pchronicle query --dataset a=./x --dataset b=./y "SELECT count(*) FROM a.runs"
     Query(QueryArgs),
+    /// Create a new Dataset (a Storyline Lance store) from exchange files.
+    ///
+    /// Create-only: the target must not exist. Everything is written to a
+    /// hidden staging directory beside the target, validated, and published
+    /// by one atomic rename; a failure or an interruption leaves no target.
+    /// One input format per call: a directory with `--format auto` must hold
+    /// files of one format. Reading stdin (`--from -`) needs `--stream` and an
+    /// explicit `--format`. Prints a JSON report.
+    Import(ImportArgs),
+    /// Write complete trajectories of a Dataset in an exchange format.
+    ///
+    /// Reads one Catalog Snapshot (snapshot_id on stderr). Selects by
+    /// Source, run id, session id, or a SQL condition on `runs` (--where).
+    /// Same-format exports rebuild the original documents; other conversions
+    /// write what the target can express and report what was dropped
+    /// (--strict refuses instead). Outputs are create-only unless
+    /// --overwrite.
+    Export(ExportArgs),
+    /// Search steps or runs with the find expression language (RFC-0012).
+    ///
+    /// --match takes an expression: words and "quoted phrases" (full text,
+    /// Jieba segmentation for Chinese), selectors such as #user("…"),
+    /// #assistant, #system, #reasoning, #observation, #prompt, #model, #all,
+    /// JSON comparisons such as '$.priority>=2' or '#json.metrics("$.score")>=0.9',
+    /// combined with AND, OR, NOT and parentheses. Repeated --match are ANDed.
+    /// Identity conditions (--run-id, --document-id, --session-id, --step-id,
+    /// --source) narrow the search or look items up directly.
+    ///
+    /// The full-text index is built on first use and kept in the cache
+    /// directory ($XDG_CACHE_HOME/pchronicle); it is refreshed when a Source
+    /// changes. See docs/find.md.
+    ///
+    /// Examples:
+    ///   pchronicle find ./data --match timeout --match retry
+    ///   pchronicle find ./data --match '#user("数据库") AND NOT #system(example)'
+    ///   pchronicle find ./data --source runs/a.json --session-id s1 --step-id 7
+    Find(FindArgs),
+}
+
+/// `find [DATASET] --match EXPR …`
+#[derive(Debug, Args)]
+#[allow(missing_docs)]
+pub struct FindArgs {
+    #[command(flatten)]
+    pub dataset: DatasetArgs,
+    /// A find expression (repeatable; all must hold). At most 4096 bytes each.
+    #[arg(long = "match", value_name = "EXPRESSION")]
+    pub matches: Vec<String>,
+    /// Search this table; an expression that needs the other one is refused.
+    /// Default: inferred from the expression (text → steps, JSON → runs).
+    #[arg(long, value_enum)]
+    pub scope: Option<FindScopeArg>,
+    /// Only this Source (a Dataset-relative path, as `ls` prints it).
+    #[arg(long, value_name = "PATH")]
+    pub source: Option<String>,
+    /// Only this run.
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+    /// Only this document (trajectory).
+    #[arg(long, value_name = "ID")]
+    pub document_id: Option<String>,
+    /// Only this session.
+    #[arg(long, value_name = "ID")]
+    pub session_id: Option<String>,
+    /// Only this step (needs --session-id).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub step_id: Option<i64>,
+    /// Return at most this many matches (more sets `truncated`).
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub max_results: u64,
+    /// Stop adding matches to the output beyond this many bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 8 * 1024 * 1024)]
+    pub max_output_bytes: u64,
+    /// Fail when the search runs longer than this many seconds (index
+    /// building excluded).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    pub timeout: f64,
+    /// Use only full-text indexes that are already current; never build one
+    /// (full text is then reported unavailable where none exists).
+    #[arg(long)]
+    pub no_build_index: bool,
+    /// Largest single JSON document or line accepted, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub max_document_bytes: u64,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// `--scope runs|steps`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FindScopeArg {
+    /// One match per trajectory (run-level JSON columns).
+    Runs,
+    /// One match per step.
+    Steps,
+}
+
+/// `export --from … --output … --format …`
+#[derive(Debug, Args)]
+#[allow(missing_docs)]
+pub struct ExportArgs {
+    /// The Dataset to read (defaults to the default Warehouse).
+    #[arg(long, value_name = "URI")]
+    pub from: Option<String>,
+    /// Output file, or `-` for stdout.
+    #[arg(long, short = 'o', value_name = "PATH|-")]
+    pub output: String,
+    /// Target exchange format.
+    #[arg(long, value_enum)]
+    pub format: ExportFormatArg,
+    /// Only this Source (a Dataset-relative path).
+    #[arg(long, value_name = "PATH")]
+    pub source: Option<String>,
+    /// Only trajectories of this run.
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+    /// Only trajectories of this session.
+    #[arg(long, value_name = "ID")]
+    pub session_id: Option<String>,
+    /// Only trajectories whose `runs` row satisfies this SQL condition,
+    /// e.g. "agent_name = 'coder' AND step_count > 10".
+    #[arg(long = "where", value_name = "EXPR")]
+    pub where_: Option<String>,
+    /// Refuse conversions that cannot keep every field.
+    #[arg(long)]
+    pub strict: bool,
+    /// Write one record per line as they are produced (JSON Lines).
+    #[arg(long)]
+    pub stream: bool,
+    /// Replace an existing output file.
+    #[arg(long)]
+    pub overwrite: bool,
+    /// Largest single JSON document or line accepted, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub max_document_bytes: u64,
+    #[command(flatten)]
+    pub discovery: DiscoveryArgs,
+}
+
+/// Formats `export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormatArg {
+    /// ATIF v1.7 (Harbor).
+    Atif,
+    /// ACTF v1.0.
+    Actf,
+    /// OpenAI messages (SFT examples).
+    OpenaiMessages,
+    /// Storyline storyline/v1.
+    Storyline,
+}
+
+/// `import --from … [--output …]`
+#[derive(Debug, Args)]
+#[allow(missing_docs)]
+pub struct ImportArgs {
+    /// Input: a file, a directory, or `-` for stdin.
+    #[arg(long, value_name = "PATH|-")]
+    pub from: String,
+    /// The new Dataset (directory) to create. Default: a child of the default
+    /// Warehouse named after the input.
+    #[arg(long, short = 'o', value_name = "URI")]
+    pub output: Option<String>,
+    /// Input format (auto: detected by content; all files must agree).
+    #[arg(long, value_enum, default_value_t = InputFormatArg::Auto)]
+    pub format: InputFormatArg,
+    /// Read stdin to end of file (required with `--from -`).
+    #[arg(long)]
+    pub stream: bool,
+    /// Refuse inputs larger than this many bytes in total.
+    #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024 * 1024 * 1024)]
+    pub max_input_bytes: u64,
+    /// Largest single JSON document or line accepted, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub max_document_bytes: u64,
+    /// Stop with an error after this many input files.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pub max_files: u64,
+}
+
+/// Exchange formats accepted by `import`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InputFormatArg {
+    /// Detect by content.
+    Auto,
+    /// ATIF (Harbor) v1.x.
+    Atif,
+    /// ACTF v1.0.
+    Actf,
+    /// OpenAI messages (SFT examples or row-per-call corpora).
+    OpenaiMessages,
+    /// Storyline storyline/v1 JSON.
+    Storyline,
 }
 
 /// `query [DATASET] SQL`

@@ -106,6 +106,26 @@ impl Out {
         );
     }
 
+    /// An error line on stderr, for a command that still prints its result
+    /// (the caller then exits with status 2).
+    pub fn error_line(&self, code: &str, msg: &str) {
+        let label = if self.color {
+            "\x1b[31merror\x1b[0m"
+        } else {
+            "error"
+        };
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "{label}[{code}]: {}",
+            escape_control(msg)
+        );
+    }
+
+    /// True with --quiet.
+    pub fn quiet(&self) -> bool {
+        self.quiet
+    }
+
     /// A live progress indicator (only on a terminal).
     pub fn progress(&self, label: &'static str) -> Progress {
         Progress {

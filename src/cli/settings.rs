@@ -6,7 +6,8 @@ use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 
 use super::{
-    Cli, Command, DatasetArgs, DiscoveryArgs, ErrorsArg, OutputFormatArg, QueryArgs, QueryFormatArg,
+    Cli, Command, DatasetArgs, DiscoveryArgs, ErrorsArg, ExportArgs, ExportFormatArg, FindArgs,
+    FindScopeArg, ImportArgs, InputFormatArg, OutputFormatArg, QueryArgs, QueryFormatArg,
 };
 use crate::catalog::{DatasetUri, DiscoveryLimits};
 
@@ -62,6 +63,9 @@ pub enum SettingsError {
     /// No home or config directory to keep settings in.
     #[error("cannot locate a settings file: set HOME, XDG_CONFIG_HOME or PCHRONICLE_SETTINGS, or pass --settings")]
     NoSettingsLocation,
+    /// A `find` expression or condition is refused.
+    #[error(transparent)]
+    Find(#[from] crate::find::FindError),
 }
 
 impl SettingsError {
@@ -76,6 +80,7 @@ impl SettingsError {
             SettingsError::NoSettingsLocation => "PC-SET-004",
             SettingsError::OutputExists { .. } => "PC-CLI-004",
             SettingsError::Dataset(e) => e.code(),
+            SettingsError::Find(e) => e.code(),
         }
     }
 }
@@ -153,6 +158,12 @@ pub enum CommandSettings {
     },
     /// `query`
     Query(Box<QuerySettings>),
+    /// `find`
+    Find(Box<FindSettings>),
+    /// `import`
+    Import(Box<ImportSettings>),
+    /// `export`
+    Export(Box<ExportSettings>),
     /// `status`
     Status {
         /// Dataset and bounds.
@@ -292,6 +303,26 @@ impl Settings {
                     a.output.format,
                 )
             }
+            Command::Export(a) => (
+                CommandSettings::Export(Box::new(export_settings(
+                    a,
+                    env,
+                    settings_path.as_deref(),
+                )?)),
+                OutputFormatArg::Auto,
+            ),
+            Command::Find(a) => (
+                CommandSettings::Find(Box::new(find_settings(a, env, settings_path.as_deref())?)),
+                a.output.format,
+            ),
+            Command::Import(a) => (
+                CommandSettings::Import(Box::new(import_settings(
+                    a,
+                    env,
+                    settings_path.as_deref(),
+                )?)),
+                OutputFormatArg::Json,
+            ),
             Command::Query(a) => {
                 let q = query_settings(a, env, settings_path.as_deref())?;
                 let json = q.format == QueryFormat::Jsonl && q.output.is_none();
@@ -333,6 +364,9 @@ pub fn json_requested(cli: &Cli, stdout_tty: bool) -> bool {
         Command::Default(a) => a.output.format,
         Command::Ls(a) => a.output.format,
         Command::Status(a) => a.output.format,
+        Command::Find(a) => a.output.format,
+        Command::Import(_) => OutputFormatArg::Json,
+        Command::Export(_) => OutputFormatArg::Auto,
         Command::Query(a) => match (a.format, a.output.as_deref()) {
             (_, Some(p)) if p != "-" => OutputFormatArg::Table,
             (QueryFormatArg::Jsonl, _) => OutputFormatArg::Json,
@@ -482,10 +516,10 @@ fn query_settings(
     if mounts.is_empty() {
         mounts.push(("dataset".into(), default_warehouse(env, settings_path)?));
     }
-    if !a.timeout.is_finite() || a.timeout <= 0.0 {
+    if !(a.timeout.is_finite() && a.timeout > 0.0 && a.timeout <= 31_536_000.0) {
         return Err(SettingsError::InvalidValue {
             flag: "--timeout",
-            reason: "must be a positive number of seconds".into(),
+            reason: "must be a number of seconds in (0, 31536000]".into(),
         });
     }
     let output = match a.output.as_deref() {
@@ -512,6 +546,302 @@ fn query_settings(
         max_document_bytes: positive("--max-document-bytes", a.max_document_bytes)?,
         limits,
         strict,
+    })
+}
+
+/// Resolved `export` settings.
+#[derive(Debug, Clone)]
+pub struct ExportSettings {
+    /// The Dataset.
+    pub dataset: DatasetUri,
+    /// Output file (None: stdout).
+    pub output: Option<PathBuf>,
+    /// Target format.
+    pub format: crate::formats::ExportFormat,
+    /// Source filter (validated Dataset-relative path).
+    pub source: Option<String>,
+    /// Run filter.
+    pub run_id: Option<String>,
+    /// Session filter.
+    pub session_id: Option<String>,
+    /// SQL condition on runs.
+    pub where_: Option<String>,
+    /// Refuse lossy conversions.
+    pub strict: bool,
+    /// JSON Lines as produced.
+    pub stream: bool,
+    /// Replace an existing file.
+    pub overwrite: bool,
+    /// Largest document.
+    pub max_document_bytes: u64,
+    /// Discovery bounds.
+    pub limits: DiscoveryLimits,
+}
+
+fn export_settings(
+    a: &ExportArgs,
+    env: &Env,
+    settings_path: Option<&Path>,
+) -> Result<ExportSettings, SettingsError> {
+    let (limits, _) = discovery(&a.discovery)?;
+    let dataset = match &a.from {
+        Some(u) => DatasetUri::parse(u, &env.cwd)?,
+        None => default_warehouse(env, settings_path)?,
+    };
+    if let Some(src) = &a.source {
+        crate::util::path::check_dataset_relative(src).map_err(|reason| {
+            crate::catalog::CatalogError::InvalidSourcePath {
+                given: crate::util::text::escape_control(src).into_owned(),
+                reason,
+            }
+        })?;
+    }
+    let output = match a.output.as_str() {
+        "-" => None,
+        "" => {
+            return Err(SettingsError::InvalidValue {
+                flag: "--output",
+                reason: "empty path".into(),
+            })
+        }
+        p => Some(crate::util::path::lexical_absolute(Path::new(p), &env.cwd)),
+    };
+    use crate::formats::ExportFormat as F;
+    let format = match a.format {
+        ExportFormatArg::Atif => F::Atif,
+        ExportFormatArg::Actf => F::Actf,
+        ExportFormatArg::OpenaiMessages => F::OpenAiMessages,
+        ExportFormatArg::Storyline => F::Storyline,
+    };
+    Ok(ExportSettings {
+        dataset,
+        output,
+        format,
+        source: a.source.clone(),
+        run_id: a.run_id.clone(),
+        session_id: a.session_id.clone(),
+        where_: a.where_.clone(),
+        strict: a.strict,
+        stream: a.stream,
+        overwrite: a.overwrite,
+        max_document_bytes: positive("--max-document-bytes", a.max_document_bytes)?,
+        limits,
+    })
+}
+
+/// Resolved `find` settings.
+#[derive(Debug, Clone)]
+pub struct FindSettings {
+    /// The Dataset.
+    pub dataset: DatasetUri,
+    /// The `--match` arguments as given.
+    pub matches: Vec<String>,
+    /// Their AND (None without `--match`).
+    pub expr: Option<crate::find::FindExpr>,
+    /// Resolved scope.
+    pub scope: crate::find::scope::Scope,
+    /// Resolved mode.
+    pub mode: crate::find::scope::Mode,
+    /// Identity conditions.
+    pub identity: crate::find::exec::Identity,
+    /// Result bound.
+    pub max_results: usize,
+    /// Output bound (bytes).
+    pub max_output_bytes: u64,
+    /// Time bound.
+    pub timeout: std::time::Duration,
+    /// Build or refresh missing indexes.
+    pub build_index: bool,
+    /// Largest document.
+    pub max_document_bytes: u64,
+    /// Discovery bounds.
+    pub limits: DiscoveryLimits,
+    /// Fail on bad Sources.
+    pub strict: bool,
+}
+
+fn find_settings(
+    a: &FindArgs,
+    env: &Env,
+    settings_path: Option<&Path>,
+) -> Result<FindSettings, SettingsError> {
+    use crate::find::{exec::Identity, scope, FindError};
+    let (limits, strict) = discovery(&a.dataset.discovery)?;
+    let dataset = match &a.dataset.dataset {
+        Some(u) => DatasetUri::parse(u, &env.cwd)?,
+        None => default_warehouse(env, settings_path)?,
+    };
+    let invalid = |message: String| SettingsError::Find(FindError::InvalidArgument { message });
+    if let Some(src) = &a.source {
+        crate::util::path::check_dataset_relative(src).map_err(|reason| {
+            crate::catalog::CatalogError::InvalidSourcePath {
+                given: crate::util::text::escape_control(src).into_owned(),
+                reason,
+            }
+        })?;
+    }
+    if a.step_id.is_some() && a.session_id.is_none() {
+        return Err(invalid(
+            "--step-id needs --session-id (step ids are only unique within a session)".into(),
+        ));
+    }
+    let identity = Identity {
+        source: a.source.clone(),
+        run_id: a.run_id.clone(),
+        document_id: a.document_id.clone(),
+        session_id: a.session_id.clone(),
+        step_id: a.step_id,
+    };
+    if a.matches.is_empty() && !identity.has_id() {
+        return Err(invalid("give at least one --match, or an identity condition (--run-id, --document-id, --session-id)".into()));
+    }
+    let exprs = a
+        .matches
+        .iter()
+        .map(|m| crate::find::parse_match_expression(m))
+        .collect::<Result<Vec<_>, _>>()?;
+    let expr = crate::find::combine_match_expressions(exprs);
+    let explicit = a.scope.map(|s| match s {
+        FindScopeArg::Runs => scope::Scope::Runs,
+        FindScopeArg::Steps => scope::Scope::Steps,
+    });
+    let (scope, mode) = scope::resolve(expr.as_ref(), explicit, a.step_id.is_some())?;
+    if a.max_results == 0 {
+        return Err(SettingsError::InvalidValue {
+            flag: "--max-results",
+            reason: "must be > 0".into(),
+        });
+    }
+    if !(a.timeout.is_finite() && a.timeout > 0.0 && a.timeout <= 86_400.0) {
+        return Err(SettingsError::InvalidValue {
+            flag: "--timeout",
+            reason: "must be a number of seconds in (0, 86400]".into(),
+        });
+    }
+    Ok(FindSettings {
+        dataset,
+        matches: a.matches.clone(),
+        expr,
+        scope,
+        mode,
+        identity,
+        max_results: usize::try_from(a.max_results).unwrap_or(usize::MAX),
+        max_output_bytes: positive("--max-output-bytes", a.max_output_bytes)?,
+        timeout: std::time::Duration::from_secs_f64(a.timeout),
+        build_index: !a.no_build_index,
+        max_document_bytes: positive("--max-document-bytes", a.max_document_bytes)?,
+        limits,
+        strict,
+    })
+}
+
+/// Where `import` reads from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImportInput {
+    /// A file or directory.
+    Path(PathBuf),
+    /// Standard input.
+    Stdin,
+}
+
+/// Resolved `import` settings.
+#[derive(Debug, Clone)]
+pub struct ImportSettings {
+    /// Input.
+    pub input: ImportInput,
+    /// The Dataset to create.
+    pub target: PathBuf,
+    /// Declared format (None: detect).
+    pub format: Option<crate::formats::SourceFormat>,
+    /// Total input bound.
+    pub max_input_bytes: u64,
+    /// Largest document.
+    pub max_document_bytes: u64,
+    /// Most input files.
+    pub max_files: u64,
+}
+
+fn import_settings(
+    a: &ImportArgs,
+    env: &Env,
+    settings_path: Option<&Path>,
+) -> Result<ImportSettings, SettingsError> {
+    use crate::formats::SourceFormat as F;
+    let format = match a.format {
+        InputFormatArg::Auto => None,
+        InputFormatArg::Atif => Some(F::Atif),
+        InputFormatArg::Actf => Some(F::Actf),
+        InputFormatArg::OpenaiMessages => Some(F::OpenAiMessages),
+        InputFormatArg::Storyline => Some(F::Storyline),
+    };
+    let input = if a.from == "-" {
+        if !a.stream {
+            return Err(SettingsError::InvalidValue {
+                flag: "--from",
+                reason: "reading stdin (`--from -`) needs --stream".into(),
+            });
+        }
+        if format.is_none() {
+            return Err(SettingsError::InvalidValue {
+                flag: "--format",
+                reason: "reading stdin needs an explicit --format".into(),
+            });
+        }
+        ImportInput::Stdin
+    } else {
+        if a.from.trim().is_empty() {
+            return Err(SettingsError::InvalidValue {
+                flag: "--from",
+                reason: "empty path".into(),
+            });
+        }
+        ImportInput::Path(crate::util::path::lexical_absolute(
+            Path::new(&a.from),
+            &env.cwd,
+        ))
+    };
+    let target = match &a.output {
+        Some(o) => match DatasetUri::parse(o, &env.cwd)? {
+            DatasetUri::Local(p) => p,
+        },
+        None => {
+            let DatasetUri::Local(wh) = default_warehouse(env, settings_path).map_err(|e| match e {
+                SettingsError::NoDataset => SettingsError::InvalidValue {
+                    flag: "--output",
+                    reason: "give --output, or set a default Warehouse with `pchronicle default DIR`".into(),
+                },
+                other => other,
+            })?;
+            let ImportInput::Path(p) = &input else {
+                return Err(SettingsError::InvalidValue {
+                    flag: "--output",
+                    reason: "importing stdin needs --output".into(),
+                });
+            };
+            let stem: String = p
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "import".into())
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                        c
+                    } else {
+                        '-'
+                    }
+                })
+                .collect();
+            let tag = blake3::hash(p.display().to_string().as_bytes()).to_hex();
+            wh.join(format!("{}-{}", stem.trim_matches('-'), &tag[..8]))
+        }
+    };
+    Ok(ImportSettings {
+        input,
+        target,
+        format,
+        max_input_bytes: positive("--max-input-bytes", a.max_input_bytes)?,
+        max_document_bytes: positive("--max-document-bytes", a.max_document_bytes)?,
+        max_files: positive("--max-files", a.max_files)?,
     })
 }
 

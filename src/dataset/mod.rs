@@ -229,6 +229,7 @@ fn skeleton_safe(table: Table, column: &str) -> bool {
     let safe: &[&str] = match table {
         Table::Runs => &[
             "storage_ordinal",
+            "run_id_explicit",
             "trajectory_id",
             "attempt_id",
             "format",
@@ -351,7 +352,7 @@ impl Provider for Mounts {
                     name: other.to_string(),
                     hint: String::new(),
                 })?;
-                self.scan_documents(mount, table, columns, post, check)
+                self.scan_documents(mount, table, columns, &|_| true, post, check)
             }
         }
     }
@@ -363,6 +364,7 @@ impl Mounts {
         mount: &Mount,
         table: Table,
         columns: &[usize],
+        only: &(dyn Fn(&Source) -> bool + Sync),
         post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
         check: &(dyn Fn() -> Result<(), SqlError> + Sync),
     ) -> Result<Vec<RecordBatch>, SqlError> {
@@ -381,9 +383,10 @@ impl Mounts {
             .sources
             .iter()
             .filter(|s| {
-                if s.kind == SourceKind::Store
-                    || s.format == crate::formats::SourceFormat::EventsLance
-                {
+                if !only(s) {
+                    return false;
+                }
+                if s.format == crate::formats::SourceFormat::EventsLance {
                     return false;
                 }
                 if s.status == SourceStatus::Error
@@ -417,6 +420,11 @@ impl Mounts {
             .par_iter()
             .map(|s| {
                 check()?;
+                if s.kind == SourceKind::Store
+                    && matches!(table, Table::Runs | Table::Steps | Table::ToolCalls)
+                {
+                    return self.scan_store(s, table, columns, post);
+                }
                 let mut builder = TableBuilder::new(table, Some(columns));
                 let mut out = Vec::new();
                 let mut ordinal = 0usize;
@@ -481,6 +489,114 @@ impl Mounts {
             all.push(RecordBatch::new_empty(b.schema()));
         }
         Ok(all)
+    }
+}
+
+impl Mounts {
+    /// Scan `columns` (by name) of an entity table over the Sources of mount
+    /// `dataset` that `only` accepts. `post` sees every batch in the worker
+    /// that produced it, one Source at a time and in order within a Source.
+    pub fn scan_sources(
+        &self,
+        dataset: &str,
+        table: Table,
+        columns: &[&str],
+        only: &(dyn Fn(&Source) -> bool + Sync),
+        post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
+        check: &(dyn Fn() -> Result<(), SqlError> + Sync),
+    ) -> Result<Vec<RecordBatch>, SqlError> {
+        let mount = self
+            .mount(dataset)
+            .ok_or_else(|| SqlError::UnknownRelation {
+                name: dataset.to_string(),
+                hint: String::new(),
+            })?;
+        let cols = table.columns();
+        let idx = columns
+            .iter()
+            .map(|n| {
+                cols.iter()
+                    .position(|c| c.name == *n)
+                    .ok_or_else(|| SqlError::Internal(format!("no column {n} in {}", table.name())))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        self.scan_documents(mount, table, &idx, only, post, check)
+    }
+
+    /// Read stored columns of a store table natively, adding `source_path`.
+    fn scan_store(
+        &self,
+        s: &Source,
+        table: Table,
+        columns: &[usize],
+        post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
+    ) -> Result<Vec<RecordBatch>, SqlError> {
+        let store = match crate::catalog::read::open_store(s) {
+            Ok(st) => st,
+            Err(ReadFailure::Fatal(e)) => {
+                return Err(SqlError::Source {
+                    code: e.code(),
+                    message: e.to_string(),
+                })
+            }
+            Err(ReadFailure::Source(e)) => {
+                if self.strict {
+                    return Err(SqlError::Source {
+                        code: e.code(),
+                        message: e.to_string(),
+                    });
+                }
+                self.warn(
+                    e.code(),
+                    format!("skipped {}: {}", s.source_path, e.detail()),
+                );
+                return Ok(Vec::new());
+            }
+        };
+        let cols = table.columns();
+        let stored: Vec<&str> = columns
+            .iter()
+            .filter(|&&i| i != 0)
+            .map(|&i| cols[i].name)
+            .collect();
+        let reader = store.reader().map_err(|e| SqlError::Source {
+            code: e.code(),
+            message: e.to_string(),
+        })?;
+        // Lance needs at least one column; read one when only source_path is asked for.
+        let read_cols: Vec<&str> = if stored.is_empty() {
+            vec!["document_id"]
+        } else {
+            stored.clone()
+        };
+        let batches = reader
+            .scan(table, &read_cols)
+            .map_err(|e| SqlError::Source {
+                code: e.code(),
+                message: e.to_string(),
+            })?;
+        let schema = TableBuilder::new(table, Some(columns)).schema();
+        let mut out = Vec::with_capacity(batches.len());
+        for b in batches {
+            let n = b.num_rows();
+            let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
+            for &i in columns {
+                if i == 0 {
+                    arrays.push(std::sync::Arc::new(StringArray::from_iter_values(
+                        std::iter::repeat_n(s.source_path.as_str(), n),
+                    )));
+                } else {
+                    let c = b.column_by_name(cols[i].name).ok_or_else(|| {
+                        SqlError::Internal(format!("store column {} missing", cols[i].name))
+                    })?;
+                    arrays.push(c.clone());
+                }
+            }
+            let opts = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(n));
+            let batch = RecordBatch::try_new_with_options(schema.clone(), arrays, &opts)?;
+            out.push(post(batch)?);
+        }
+        Ok(out)
     }
 }
 

@@ -6,10 +6,12 @@
 
 pub mod actf;
 pub mod atif;
+pub mod encode;
 mod error;
 pub mod json;
 pub mod model;
 pub mod openai;
+pub mod openai_encode;
 pub mod residual;
 pub mod sniff;
 pub mod storyline;
@@ -478,4 +480,33 @@ pub fn locator(pos: json::RecordPos) -> String {
     } else {
         format!("record {}", pos.index + 1)
     }
+}
+
+/// Exchange formats `export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// ATIF v1.7.
+    Atif,
+    /// ACTF v1.0.
+    Actf,
+    /// OpenAI messages (SFT examples).
+    OpenAiMessages,
+    /// Storyline v1.
+    Storyline,
+}
+
+/// Encode documents in `format`: the output records (one JSON value each)
+/// and what the conversion could not keep.
+pub fn encode_documents(format: ExportFormat, docs: &[Storyline]) -> (Vec<Value>, encode::Losses) {
+    let mut losses = Vec::new();
+    let records = match format {
+        ExportFormat::Atif => atif::encode::encode(docs, &mut losses),
+        ExportFormat::Actf => actf::encode::encode(docs, &mut losses),
+        ExportFormat::OpenAiMessages => openai_encode::encode(docs, &mut losses),
+        ExportFormat::Storyline => docs
+            .iter()
+            .map(|d| serde_json::to_value(d).unwrap_or(Value::Null))
+            .collect(),
+    };
+    (records, losses)
 }

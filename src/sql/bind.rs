@@ -1307,16 +1307,23 @@ impl<'a> Binder<'a> {
                     let by_alias = items
                         .iter()
                         .position(|(_, a, _)| a.as_deref() == Some(name.as_str()));
-                    by_alias.or_else(|| {
-                        let in_scope = scope.resolve(None, &name).is_ok();
-                        (!in_scope || aggregated)
-                            .then(|| {
-                                out_cols
-                                    .iter()
-                                    .position(|c| c.name.eq_ignore_ascii_case(&name))
-                            })
-                            .flatten()
-                    })
+                    by_alias
+                        .or_else(|| {
+                            let in_scope = scope.resolve(None, &name).is_ok();
+                            (!in_scope || aggregated)
+                                .then(|| {
+                                    out_cols
+                                        .iter()
+                                        .position(|c| c.name.eq_ignore_ascii_case(&name))
+                                })
+                                .flatten()
+                        })
+                        .or_else(|| {
+                            let text = canon(&o.expr);
+                            items
+                                .iter()
+                                .position(|(ie, _, _)| ie.is_some_and(|ie| canon(ie) == text))
+                        })
                 }
                 e => {
                     let text = canon(e);
@@ -1628,6 +1635,15 @@ impl<'a> Binder<'a> {
                     other => return Err(SqlError::unsupported(format!("operator {other}"))),
                 }
             }
+            sql::Expr::BinaryOp { left, op, right }
+                if matches!(
+                    op,
+                    sql::BinaryOperator::Arrow | sql::BinaryOperator::LongArrow
+                ) && rotate_json_access(left, op, right).is_some() =>
+            {
+                let rotated = rotate_json_access(left, op, right).expect("checked");
+                sub(self, &rotated)?
+            }
             sql::Expr::BinaryOp { left, op, right } => {
                 let l = sub(self, left)?;
                 let r = sub(self, right)?;
@@ -1856,26 +1872,34 @@ impl<'a> Binder<'a> {
                 let _ = kind;
                 let x = sub(self, expr)?;
                 let to = cast_type(data_type)?;
-                if let Expr::Literal(s) = &x {
+                let cast = if let Expr::Literal(s) = &x {
                     Expr::Literal(super::expr::cast_scalar(s.clone(), &to)?)
                 } else {
                     Expr::Cast {
                         expr: Box::new(x),
                         to,
                     }
+                };
+                // DATE is a TIMESTAMP at midnight UTC.
+                if matches!(data_type, sql::DataType::Date) {
+                    super::functions::typed_call(
+                        Func::DateTrunc,
+                        vec![Expr::Literal(Scalar::Str("day".into())), cast],
+                    )?
+                } else {
+                    cast
                 }
             }
             sql::Expr::Extract { field, expr, .. } => {
                 let x = sub(self, expr)?;
                 let x = coerce_ts(x)?;
-                Expr::Call {
-                    func: Func::Extract,
-                    args: vec![
+                super::functions::typed_call(
+                    Func::Extract,
+                    vec![
                         Expr::Literal(Scalar::Str(field.to_string().to_ascii_lowercase())),
                         x,
                     ],
-                    ty: DataType::Int64,
-                }
+                )?
             }
             sql::Expr::Substring {
                 expr,
@@ -1988,6 +2012,24 @@ fn binary(op: &sql::BinaryOperator, l: Expr, r: Expr) -> Result<Expr, SqlError> 
             })
         }
         o if o.is_comparison() => {
+            // A string literal compared with a number or boolean takes that
+            // type, as in DuckDB: `step_id < '10'` compares numbers.
+            let peer_typed = |e: Expr, peer: &DataType| -> Result<Expr, SqlError> {
+                match e {
+                    Expr::Literal(s @ Scalar::Str(_))
+                        if matches!(
+                            peer,
+                            DataType::Int64 | DataType::Float64 | DataType::Boolean
+                        ) =>
+                    {
+                        Ok(Expr::Literal(super::expr::cast_scalar(s, peer)?))
+                    }
+                    e => Ok(e),
+                }
+            };
+            let l = peer_typed(l, &rt)?;
+            let r = peer_typed(r, &lt)?;
+            let (lt, rt) = (l.data_type(), r.data_type());
             let t = common_type(&lt, &rt).ok_or_else(|| {
                 SqlError::type_error(format!(
                     "cannot compare {} with {}",
@@ -2443,4 +2485,44 @@ fn fix_set_expr(
         }
         _ => {}
     }
+}
+
+/// sqlparser ranks `->`/`->>` below comparisons, so `doc->>'k' = 'v'` arrives
+/// as `doc ->> ('k' = 'v')`. Rebuild the tree the way PostgreSQL and DuckDB
+/// read it, with the JSON operator binding first. `None` when `right` needs no
+/// change.
+fn rotate_json_access(
+    left: &sql::Expr,
+    op: &sql::BinaryOperator,
+    right: &sql::Expr,
+) -> Option<sql::Expr> {
+    use sql::BinaryOperator as B;
+    let access = |inner: &sql::Expr| -> Box<sql::Expr> {
+        Box::new(
+            rotate_json_access(left, op, inner).unwrap_or_else(|| sql::Expr::BinaryOp {
+                left: Box::new(left.clone()),
+                op: op.clone(),
+                right: Box::new(inner.clone()),
+            }),
+        )
+    };
+    let mut r = right.clone();
+    match &mut r {
+        sql::Expr::Like { expr, .. }
+        | sql::Expr::ILike { expr, .. }
+        | sql::Expr::InList { expr, .. }
+        | sql::Expr::InSubquery { expr, .. }
+        | sql::Expr::Between { expr, .. } => *expr = access(expr),
+        sql::Expr::IsNull(y) | sql::Expr::IsNotNull(y) => *y = access(y),
+        sql::Expr::BinaryOp { left: y, op: o, .. }
+            if matches!(
+                o,
+                B::Eq | B::NotEq | B::Lt | B::LtEq | B::Gt | B::GtEq | B::StringConcat
+            ) =>
+        {
+            *y = access(y)
+        }
+        _ => return None,
+    }
+    Some(r)
 }

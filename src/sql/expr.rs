@@ -55,15 +55,31 @@ pub fn eval(e: &Expr, batch: &RecordBatch) -> Result<ArrayRef, SqlError> {
             case_insensitive,
         } => {
             let v = eval(expr, batch)?;
-            let p = eval(pattern, batch)?;
-            if v.data_type() == &DataType::Null || p.data_type() == &DataType::Null {
+            if v.data_type() == &DataType::Null {
                 return Ok(new_null_array(&DataType::Boolean, n));
             }
-            let r = match (negated, case_insensitive) {
-                (false, false) => arrow::compute::kernels::comparison::like(&v, &p)?,
-                (true, false) => arrow::compute::kernels::comparison::nlike(&v, &p)?,
-                (false, true) => arrow::compute::kernels::comparison::ilike(&v, &p)?,
-                (true, true) => arrow::compute::kernels::comparison::nilike(&v, &p)?,
+            // SQL LIKE has no escape character unless ESCAPE is given; the Arrow
+            // kernels treat `\` as one, so backslashes are doubled first.
+            let literal = |t: &str| StringArray::from(vec![t.replace('\\', "\\\\")]);
+            let r = match pattern.as_ref() {
+                Expr::Literal(Scalar::Null) => return Ok(new_null_array(&DataType::Boolean, n)),
+                Expr::Literal(Scalar::Str(t)) => like(
+                    &v,
+                    &arrow::array::Scalar::new(literal(t)),
+                    *negated,
+                    *case_insensitive,
+                )?,
+                _ => {
+                    let p = eval(pattern, batch)?;
+                    if p.data_type() == &DataType::Null {
+                        return Ok(new_null_array(&DataType::Boolean, n));
+                    }
+                    let p: StringArray = strings_of(&p)?
+                        .iter()
+                        .map(|t| t.map(|t| t.replace('\\', "\\\\")))
+                        .collect();
+                    like(&v, &p, *negated, *case_insensitive)?
+                }
             };
             Arc::new(r)
         }
@@ -93,31 +109,15 @@ pub fn eval(e: &Expr, batch: &RecordBatch) -> Result<ArrayRef, SqlError> {
             whens,
             else_,
             ty,
-        } => {
-            let mut result = match else_ {
-                Some(x) => eval(x, batch)?,
-                None => new_null_array(ty, n),
-            };
-            let op = operand.as_ref().map(|o| eval(o, batch)).transpose()?;
-            for (w, t) in whens.iter().rev() {
-                let cond = match &op {
-                    Some(o) => {
-                        let wv = eval(w, batch)?;
-                        compare(o, &wv, BinOp::Eq)?
-                    }
-                    None => as_bool(&eval(w, batch)?)?.clone(),
-                };
-                let cond = true_mask(&cond);
-                let then = eval(t, batch)?;
-                result = arrow::compute::kernels::zip::zip(&cond, &then, &result)?;
-            }
-            result
-        }
+        } => eval_case(operand.as_deref(), whens, else_.as_deref(), ty, batch)?,
         Expr::Cast { expr, to } => {
             let v = eval(expr, batch)?;
             cast_array(&v, to)?
         }
-        Expr::Call { func, args, .. } => {
+        Expr::Call { func, args, ty } => {
+            if n == 0 {
+                return Ok(arrow::array::new_empty_array(ty));
+            }
             let vals = args
                 .iter()
                 .map(|a| eval(a, batch))
@@ -555,4 +555,94 @@ pub fn parse_ts_text(t: &str) -> Option<i64> {
         .and_hms_opt(0, 0, 0)?
         .and_utc()
         .timestamp_nanos_opt()
+}
+
+/// The rows of `batch` at `rows`, or `batch` itself when that is every row.
+fn rows_of(batch: &RecordBatch, rows: &[u32]) -> Result<RecordBatch, SqlError> {
+    if rows.len() == batch.num_rows() {
+        return Ok(batch.clone());
+    }
+    let idx = arrow::array::UInt32Array::from(rows.to_vec());
+    Ok(arrow::compute::take_record_batch(batch, &idx)?)
+}
+
+/// CASE evaluates each branch only on the rows that reach it, so a branch
+/// guarded by its condition (`WHEN x = 0 THEN 0 ELSE y / x`) never sees the
+/// rows it is guarded against.
+fn eval_case(
+    operand: Option<&Expr>,
+    whens: &[(Expr, Expr)],
+    else_: Option<&Expr>,
+    ty: &DataType,
+    batch: &RecordBatch,
+) -> Result<ArrayRef, SqlError> {
+    let n = batch.num_rows();
+    let mut remaining: Vec<u32> = (0..n as u32).collect();
+    let mut pieces: Vec<ArrayRef> = Vec::new();
+    let mut slot = vec![(0usize, 0usize); n];
+    for (w, t) in whens {
+        if remaining.is_empty() {
+            break;
+        }
+        let sub = rows_of(batch, &remaining)?;
+        let cond = match operand {
+            Some(o) => compare(&eval(o, &sub)?, &eval(w, &sub)?, BinOp::Eq)?,
+            None => as_bool(&eval(w, &sub)?)?.clone(),
+        };
+        let cond = true_mask(&cond);
+        let (mut hit, mut miss) = (Vec::new(), Vec::new());
+        for (k, &r) in remaining.iter().enumerate() {
+            if cond.value(k) {
+                hit.push(r);
+            } else {
+                miss.push(r);
+            }
+        }
+        if !hit.is_empty() {
+            let v = eval(t, &rows_of(batch, &hit)?)?;
+            for (k, &r) in hit.iter().enumerate() {
+                slot[r as usize] = (pieces.len(), k);
+            }
+            pieces.push(v);
+        }
+        remaining = miss;
+    }
+    if !remaining.is_empty() {
+        let v = match else_ {
+            Some(x) => eval(x, &rows_of(batch, &remaining)?)?,
+            None => new_null_array(ty, remaining.len()),
+        };
+        for (k, &r) in remaining.iter().enumerate() {
+            slot[r as usize] = (pieces.len(), k);
+        }
+        pieces.push(v);
+    }
+    match pieces.len() {
+        0 => Ok(new_null_array(ty, 0)),
+        1 => Ok(pieces.pop().expect("one piece")),
+        _ => {
+            let refs: Vec<&dyn Array> = pieces.iter().map(|p| p.as_ref()).collect();
+            Ok(arrow::compute::interleave(&refs, &slot)?)
+        }
+    }
+}
+
+fn like(
+    v: &dyn arrow::array::Datum,
+    p: &dyn arrow::array::Datum,
+    negated: bool,
+    case_insensitive: bool,
+) -> Result<BooleanArray, SqlError> {
+    use arrow::compute::kernels::comparison as k;
+    Ok(match (negated, case_insensitive) {
+        (false, false) => k::like(v, p)?,
+        (true, false) => k::nlike(v, p)?,
+        (false, true) => k::ilike(v, p)?,
+        (true, true) => k::nilike(v, p)?,
+    })
+}
+
+fn strings_of(a: &ArrayRef) -> Result<&StringArray, SqlError> {
+    a.as_string_opt::<i32>()
+        .ok_or_else(|| SqlError::Internal(format!("expected TEXT, found {}", a.data_type())))
 }

@@ -334,7 +334,7 @@ pub fn eval_call(func: Func, args: &[ArrayRef], n: usize) -> Result<ArrayRef, Sq
     match func {
         Func::Lower => map_str(&args[0], str::to_lowercase),
         Func::Upper => map_str(&args[0], str::to_uppercase),
-        Func::Trim => map_str(&args[0], |s| s.trim().to_string()),
+        Func::Trim => map_str(&args[0], |s| s.trim_matches(' ').to_string()),
         Func::Length => {
             let s = strings(&args[0])?;
             Ok(Arc::new(

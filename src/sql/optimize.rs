@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use arrow::datatypes::{Schema, SchemaRef};
 
-use super::logical::{Expr, Plan};
+use super::logical::{Expr, JoinKind, Plan};
 
 /// Apply all rewrites.
 pub fn optimize(plan: Plan) -> Plan {
@@ -408,7 +408,15 @@ fn prune(plan: Plan, required: &[usize]) -> (Plan, Mapping) {
                 remap(f, &joined);
             }
             let mut fields: Vec<_> = left.schema().fields().iter().cloned().collect();
-            fields.extend(right.schema().fields().iter().cloned());
+            // Unmatched LEFT JOIN rows fill the right side with NULLs.
+            let outer = matches!(kind, JoinKind::Left);
+            fields.extend(right.schema().fields().iter().map(|f| {
+                if outer && !f.is_nullable() {
+                    Arc::new(f.as_ref().clone().with_nullable(true))
+                } else {
+                    f.clone()
+                }
+            }));
             let schema = Arc::new(Schema::new(fields));
             (
                 Plan::Join {

@@ -185,6 +185,13 @@ static RUNS: &[Column] = &[
         "Run the trajectory belongs to (shared by a main agent and its subagents)",
         |r| Cell::str(r.doc.run_id())
     ),
+    col!(
+        "run_id_explicit",
+        Bool,
+        false,
+        "The run id was given by the source (else it is derived from the parent or session)",
+        |r| Cell::Bool(r.doc.run.as_deref().is_some_and(|x| !x.is_empty()))
+    ),
     col!("session_id", Text, false, "Session id", |r| Cell::str(
         &r.doc.session
     )),

@@ -236,6 +236,14 @@ pub(crate) fn first_user<'a>(r: &RowCtx<'a>) -> Cell<'a> {
     }
 }
 
+/// The call an observation result answers: `source_call_id` (ATIF,
+/// Storyline), `tool_call_id` (OpenAI), `tool_use_id` or `id` (ACTF).
+pub fn result_link(x: &Value) -> Option<&str> {
+    ["source_call_id", "tool_call_id", "tool_use_id", "id"]
+        .iter()
+        .find_map(|k| x.get(*k).and_then(Value::as_str))
+}
+
 /// Observation results of the call's step that name this call.
 pub(crate) fn call_results(r: &RowCtx<'_>) -> Cell<'static> {
     let tcid = &r.call().tcid;
@@ -247,12 +255,7 @@ pub(crate) fn call_results(r: &RowCtx<'_>) -> Cell<'static> {
         .and_then(Value::as_array)
         .map(|rs| {
             rs.iter()
-                .filter(|x| {
-                    x.get("source_call_id")
-                        .or_else(|| x.get("tool_call_id"))
-                        .and_then(Value::as_str)
-                        == Some(tcid)
-                })
+                .filter(|x| result_link(x) == Some(tcid.as_str()))
                 .collect()
         })
         .unwrap_or_default();

@@ -13,4 +13,4 @@ mod derive;
 
 pub use builder::{Cell, TableBuilder};
 pub use columns::{ColType, Column, Table};
-pub use derive::{json_text, metric_f64, metric_i64, prompt_text, MessageKind};
+pub use derive::{json_text, metric_f64, metric_i64, prompt_text, result_link, MessageKind};

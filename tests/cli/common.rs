@@ -83,6 +83,7 @@ pub fn filter(text: &str, temp: &Path) -> String {
         (r"\b[0-9a-f]{32}\b", "[SNAPSHOT_ID]"),
         (r"file:size=\d+,mtime=-?\d+,ino=\d+", "[FILE_REF]"),
         (r"pchronicle \d+\.\d+\.\d+", "pchronicle [VERSION]"),
+        (r"in \d+\.\d+s\b", "in [SECONDS]"),
     ];
     for (re, rep) in rules {
         s = regex::Regex::new(re)

@@ -39,5 +39,8 @@ fn only_implemented_commands_are_listed() {
         .take_while(|l| !l.trim().is_empty())
         .filter_map(|l| l.split_whitespace().next())
         .collect();
-    assert_eq!(commands, ["default", "ls", "status", "query", "help"]);
+    assert_eq!(
+        commands,
+        ["default", "ls", "status", "query", "import", "export", "find", "help"]
+    );
 }

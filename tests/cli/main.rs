@@ -5,7 +5,9 @@
 mod common;
 mod default_cmd;
 mod errors;
+mod find;
 mod help;
+mod import_export;
 mod ls;
 mod regression;
 mod status;

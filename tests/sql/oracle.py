@@ -14,8 +14,8 @@ columns and types; the session time zone is UTC and the search path is
 `dataset`, so unqualified names resolve as in pChronicle. Result values are
 converted to JSON: timestamps as RFC 3339 UTC with `Z` (fractional seconds
 only when non-zero, microsecond precision, trailing zeros trimmed), JSON
-values as their text, DECIMAL as int (scale 0) or float, HUGEINT as int,
-non-finite floats as strings.
+values as their text, DECIMAL as float (DuckDB types `1.5` as DECIMAL where
+pChronicle has DOUBLE), HUGEINT as int, non-finite floats as strings.
 """
 
 import datetime as _dt
@@ -107,9 +107,10 @@ def load_relation(con, data_dir, relation, tmp_dir):
     )
     staged = os.path.join(tmp_dir, relation + ".staged.jsonl")
     rows = 0
-    with open(os.path.join(data_dir, relation + ".jsonl"), encoding="utf-8") as src, open(
-        staged, "w", encoding="utf-8"
-    ) as dst:
+    data = os.path.join(data_dir, relation + ".jsonl")
+    if not os.path.exists(data):
+        return
+    with open(data, encoding="utf-8") as src, open(staged, "w", encoding="utf-8") as dst:
         for line in src:
             if not line.strip():
                 continue
@@ -144,17 +145,23 @@ def ts_text(t):
     return s + "Z"
 
 
+def nonfinite(f):
+    """Spelled as pChronicle prints them: inf, -inf, NaN."""
+    return "NaN" if math.isnan(f) else ("inf" if f > 0 else "-inf")
+
+
 def to_json(v):
     if v is None or isinstance(v, (bool, str)):
         return v
     if isinstance(v, int):
         return v
     if isinstance(v, float):
-        return v if math.isfinite(v) else str(v)
+        return v if math.isfinite(v) else nonfinite(v)
     if isinstance(v, decimal.Decimal):
         if not v.is_finite():
-            return str(v)
-        return int(v) if v.as_tuple().exponent >= 0 else float(v)
+            return nonfinite(float(v))
+        # pChronicle has no DECIMAL: its decimal literals are DOUBLE.
+        return float(v)
     if isinstance(v, _dt.datetime):
         return ts_text(v)
     if isinstance(v, _dt.date):

@@ -1,8 +1,11 @@
 //! One module per command; each takes the resolved settings and an output.
 
 mod default;
+pub mod export;
+mod find;
+pub mod import;
 mod ls;
-mod query;
+pub mod query;
 mod status;
 
 use super::out::Out;
@@ -20,6 +23,9 @@ pub fn run(settings: &Settings, out: &mut Out) -> Result<ExitStatus, Error> {
             max_document_bytes,
         } => status::run(read, *max_document_bytes, out),
         CommandSettings::Query(q) => query::run(q, out),
+        CommandSettings::Import(s) => import::run(s, out),
+        CommandSettings::Export(s) => export::run(s, out),
+        CommandSettings::Find(s) => find::run(s, out),
     }
 }
 

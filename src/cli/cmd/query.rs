@@ -16,6 +16,7 @@ use crate::dataset::{describe_relation, Mounts};
 use crate::error::Error;
 use crate::sql::{self, Limits, SqlError, Statement};
 
+/// Run the command.
 pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
     let started = Instant::now();
     let mounts = Mounts::open(&q.mounts, q.limits, q.strict, q.max_document_bytes)?;
@@ -73,7 +74,11 @@ pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
         QueryFormat::Csv => write_csv(&mut buf, &schema, &batches),
     };
     if let Err(e) = written {
-        if e.get_ref().is_some_and(<dyn std::error::Error + std::marker::Send + std::marker::Sync + 'static>::is::<OutputLimit>) {
+        if e.get_ref().is_some_and(
+            <dyn std::error::Error + std::marker::Send + std::marker::Sync + 'static>::is::<
+                OutputLimit,
+            >,
+        ) {
             return Err(SqlError::OutputTooLarge {
                 limit: q.max_output_bytes,
             }

@@ -194,9 +194,9 @@ fn report(s: &Source, opts: DecodeOptions) -> Result<Report<'_>, CatalogError> {
     // known, for a precise error position.
     let unread = (s.status == SourceStatus::Error
         && s.format == crate::formats::SourceFormat::Unknown)
-        || s.kind == crate::catalog::SourceKind::Store;
+        || s.format == crate::formats::SourceFormat::EventsLance;
     if unread {
-        // Stores are pinned and listed; their tables are not decoded here.
+        // Events stores are pinned and listed; their rows are counted by the events reader.
         return Ok(Report {
             source: s,
             status: s.status,

@@ -7,6 +7,7 @@
 //! Records are read with the typed parser in [`raw`]; in skeleton projection
 //! the heavy payloads are never materialised.
 
+pub mod encode;
 pub mod raw;
 
 use std::collections::{HashMap, HashSet};

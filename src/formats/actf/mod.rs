@@ -31,15 +31,6 @@ const ROOT_KEYS: &[&str] = &[
     "retry_counts",
 ];
 
-fn absent_if_empty(v: Option<Value>) -> Option<Value> {
-    match v {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) if s.is_empty() => None,
-        Some(Value::Object(o)) if o.is_empty() => None,
-        Some(v) => Some(v),
-    }
-}
-
 fn nonempty_str(v: Option<&Value>) -> Option<String> {
     v.and_then(Value::as_str)
         .filter(|s| !s.is_empty())
@@ -119,16 +110,16 @@ pub fn decode(
         let result = TaskResult {
             task_correct: root.get("correct").cloned(),
             correct: att.remove("correct"),
-            final_answer: absent_if_empty(att.remove("final_answer")),
-            ground_truth: absent_if_empty(att.remove("ground_truth")),
-            status: absent_if_empty(att.remove("status")),
-            score: absent_if_empty(att.remove("score")),
-            max_score: absent_if_empty(att.remove("max_score")),
-            error: absent_if_empty(att.remove("error")),
-            artifacts: absent_if_empty(att.remove("artifacts")),
+            final_answer: att.remove("final_answer"),
+            ground_truth: att.remove("ground_truth"),
+            status: att.remove("status"),
+            score: att.remove("score"),
+            max_score: att.remove("max_score"),
+            error: att.remove("error"),
+            artifacts: att.remove("artifacts"),
             category: root.get("category").cloned(),
             attempts_tried: root.get("attempts_tried").cloned(),
-            solved_at: absent_if_empty(root.get("solved_at").cloned()),
+            solved_at: root.get("solved_at").cloned(),
             retry_count: root.get("retry_count").cloned(),
             retry_counts: root.get("retry_counts").cloned(),
         };
@@ -271,15 +262,15 @@ fn convert_steps(
                 Map::new()
             }
         };
-        let content = ac.remove("content").unwrap_or(Value::Null);
-        let msg = if content.is_null() {
-            Value::String(String::new())
-        } else {
-            content
-        };
+        // Content and reasoning are kept exactly (null stays null).
+        let msg = ac.remove("content").unwrap_or(Value::Null);
         let mut turn = Turn::new(id, "agent", msg);
         turn.nllm = Some(1);
-        turn.reason = nonempty_str(ac.remove("reasoning_content").as_ref());
+        match ac.remove("reasoning_content") {
+            Some(Value::String(r)) => turn.reason = Some(r),
+            None => {}
+            Some(other) => res.put(format!("{sp}/assistant_content/reasoning_content"), other),
+        }
         let ac_calls = match ac.remove("tool_calls") {
             Some(Value::Array(c)) => c,
             Some(Value::Null) | None => Vec::new(),
@@ -298,15 +289,22 @@ fn convert_steps(
         };
         // `tools` is authoritative; a differing `assistant_content.tool_calls`
         // is kept as residual rather than dropped.
+        // `tools` is authoritative; when the two lists differ, the other is
+        // kept exactly as residual (export writes both from the calls).
         let raw_calls = if tools.is_empty() {
+            if !ac_calls.is_empty() {
+                res.put(format!("{sp}/tools"), Value::Array(Vec::new()));
+            }
             ac_calls
         } else {
-            if !ac_calls.is_empty() && ac_calls != tools {
-                ctx.diag(
-                    Diagnostic::LENIENT_VALUE,
-                    format!("{at} {sp}/assistant_content/tool_calls"),
-                    "differs from `tools`; `tools` is used and the other kept as residual",
-                );
+            if ac_calls != tools {
+                if !ac_calls.is_empty() {
+                    ctx.diag(
+                        Diagnostic::LENIENT_VALUE,
+                        format!("{at} {sp}/assistant_content/tool_calls"),
+                        "differs from `tools`; `tools` is used and the other kept as residual",
+                    );
+                }
                 ac.insert("tool_calls".into(), Value::Array(ac_calls));
             }
             tools
@@ -410,19 +408,15 @@ fn convert_steps(
         if let Some(Value::Array(obs)) = o.remove("observation") {
             if !obs.is_empty() {
                 let mut results = Vec::with_capacity(obs.len());
-                for (k, mut r) in obs.into_iter().enumerate() {
+                // Items are kept verbatim; readers link them to calls by
+                // `tool_use_id` or `id`.
+                for (k, r) in obs.into_iter().enumerate() {
                     let link =
                         nonempty_str(r.get("tool_use_id")).or_else(|| nonempty_str(r.get("id")));
-                    if let (Some(l), Some(ro)) = (link, r.as_object_mut()) {
+                    if let Some(l) = link {
                         if !step_ids.contains(&l) {
                             ctx.diag(Diagnostic::ORPHAN_RESULT, format!("{at} {sp}/observation/{k}"), format!("observation names tool call `{l}`, which is not a call of this step"));
                         }
-                        if !ro.contains_key("content") {
-                            if let Some(out) = ro.get("aggregated_output").cloned() {
-                                ro.insert("content".into(), out);
-                            }
-                        }
-                        ro.insert("source_call_id".into(), Value::String(l));
                     }
                     results.push(r);
                 }
@@ -435,14 +429,16 @@ fn convert_steps(
         }
         turn.ts = o.remove("started_at").filter(|v| !v.is_null());
         turn.finished_at = o.remove("finished_at").filter(|v| !v.is_null());
-        let sys = o
-            .remove("system_prompt")
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
-        let user = o
-            .remove("user_content")
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let mut text_field = |key: &str| match o.remove(key) {
+            Some(Value::String(t)) => t,
+            Some(other) => {
+                res.put(join(&sp, key), other);
+                String::new()
+            }
+            None => String::new(),
+        };
+        let sys = text_field("system_prompt");
+        let user = text_field("user_content");
         let pair = (sys, user);
         match &baseline {
             None if !pair.0.is_empty() || !pair.1.is_empty() => {
@@ -465,3 +461,5 @@ fn convert_steps(
     }
     Ok(())
 }
+
+pub mod encode;

@@ -1,0 +1,315 @@
+//! `export`: write complete trajectories of one Catalog Snapshot in an
+//! exchange format.
+
+use std::collections::HashSet;
+use std::io::Write as _;
+
+use crate::catalog::read::{read_source, ReadFailure};
+use crate::catalog::{CatalogError, CatalogSnapshot, SourceStatus};
+use crate::cli::out::Out;
+use crate::cli::settings::ExportSettings;
+use crate::cli::ExitStatus;
+use crate::error::Error;
+use crate::formats::model::Storyline;
+use crate::formats::{encode_documents, DecodeOptions, ExportFormat};
+
+/// Export problems.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// The output exists and --overwrite was not given.
+    #[error("output file `{0}` already exists; pass --overwrite to replace it")]
+    OutputExists(String),
+    /// A conversion would drop a field under --strict.
+    #[error("cannot convert without loss (--strict): {field}: {reason}")]
+    Lossy {
+        /// The field.
+        field: String,
+        /// Why.
+        reason: String,
+    },
+    /// Nothing matched the selection.
+    #[error("no trajectory matches the selection")]
+    Nothing,
+    /// Writing failed.
+    #[error("cannot write the output: {0}")]
+    Io(String),
+}
+
+impl ExportError {
+    /// Stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ExportError::OutputExists(_) => "PC-EXP-001",
+            ExportError::Lossy { .. } => "PC-EXP-002",
+            ExportError::Nothing => "PC-EXP-003",
+            ExportError::Io(_) => "PC-EXP-004",
+        }
+    }
+}
+
+/// Run the command.
+pub fn run(s: &ExportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
+    let snap = CatalogSnapshot::open(&s.dataset, s.limits, false)?;
+    out.info(&format!("snapshot_id: {}", snap.snapshot_id));
+    if let Some(src) = &s.source {
+        if !snap.sources.iter().any(|x| &x.source_path == src) {
+            return Err(CatalogError::UnknownSource {
+                given: crate::util::text::escape_control(src).into_owned(),
+            }
+            .into());
+        }
+    }
+    // --where: addresses selected by the SQL engine over `runs`.
+    let allowed: Option<HashSet<(String, String)>> = match &s.where_ {
+        None => None,
+        Some(cond) => {
+            let mounts = crate::dataset::Mounts::open(
+                &[("dataset".to_string(), s.dataset.clone())],
+                s.limits,
+                false,
+                s.max_document_bytes,
+            )?;
+            let sql_text = crate::sql::parse::runs_where(cond, "dataset")?;
+            let crate::sql::Statement::Query(plan) = crate::sql::plan(&sql_text, &mounts)? else {
+                return Err(Error::Internal("the --where query is not a query".into()));
+            };
+            let r = crate::sql::execute(&plan, &mounts, crate::sql::Limits::default())?;
+            let mut set = HashSet::new();
+            for b in &r.batches {
+                let p = arrow::array::AsArray::as_string::<i32>(b.column(0));
+                let d = arrow::array::AsArray::as_string::<i32>(b.column(1));
+                for i in 0..b.num_rows() {
+                    set.insert((p.value(i).to_string(), d.value(i).to_string()));
+                }
+            }
+            Some(set)
+        }
+    };
+    let opts = DecodeOptions::full(s.max_document_bytes);
+    let mut records: Vec<serde_json::Value> = Vec::new();
+    let mut losses = Vec::new();
+    let mut trajectories = 0u64;
+    let mut sink_stream = StreamSink::new(s)?;
+    for src in &snap.sources {
+        if s.source.as_ref().is_some_and(|x| x != &src.source_path) {
+            continue;
+        }
+        if src.status == SourceStatus::Error && src.format == crate::formats::SourceFormat::Unknown
+        {
+            out.warn(
+                src.reason.as_ref().map_or("PC-CAT-009", |r| r.code),
+                &format!("skipped {}: not readable", src.source_path),
+            );
+            continue;
+        }
+        if src.format == crate::formats::SourceFormat::EventsLance {
+            continue;
+        }
+        let mut docs: Vec<Storyline> = Vec::new();
+        let r = read_source(src, opts, &mut |d| {
+            let keep = s.run_id.as_ref().is_none_or(|r| d.run_id() == r)
+                && s.session_id.as_ref().is_none_or(|x| &d.session == x)
+                && allowed.as_ref().is_none_or(|a| {
+                    a.contains(&(src.source_path.clone(), d.document_id().to_string()))
+                });
+            if keep {
+                docs.push(d.clone());
+            }
+        });
+        match r {
+            Ok(_) => {}
+            Err(ReadFailure::Fatal(e)) => return Err(e.into()),
+            Err(ReadFailure::Source(e)) => {
+                out.warn(
+                    e.code(),
+                    &format!("skipped {}: {}", src.source_path, e.detail()),
+                );
+                continue;
+            }
+        }
+        if docs.is_empty() {
+            continue;
+        }
+        trajectories += docs.len() as u64;
+        let (recs, l) = encode_documents(s.format, &docs);
+        losses.extend(l);
+        if s.strict {
+            if let Some(first) = losses.first() {
+                return Err(ExportError::Lossy {
+                    field: first.field.clone(),
+                    reason: first.reason.clone(),
+                }
+                .into());
+            }
+        }
+        match &mut sink_stream {
+            Some(w) => {
+                for r in &recs {
+                    w.line(r)?;
+                }
+            }
+            None => records.extend(recs),
+        }
+    }
+    if trajectories == 0 {
+        return Err(ExportError::Nothing.into());
+    }
+    let n_records = match sink_stream {
+        Some(w) => w.finish(out)?,
+        None => {
+            let bytes = render(&records, s.format)?;
+            match &s.output {
+                None => out.write_bytes(&bytes)?,
+                Some(p) => write_file(p, &bytes, s.overwrite)?,
+            }
+            records.len() as u64
+        }
+    };
+    let mut seen = HashSet::new();
+    let mut shown = 0;
+    for l in &losses {
+        if seen.insert((l.field.clone(), l.reason.clone())) {
+            if shown < 20 {
+                out.warn("PC-EXP-005", &format!("dropped {}: {}", l.field, l.reason));
+            }
+            shown += 1;
+        }
+    }
+    if shown > 20 {
+        out.warn(
+            "PC-EXP-005",
+            &format!("… and {} more dropped fields", shown - 20),
+        );
+    }
+    out.info(&format!(
+        "exported {trajectories} trajectories as {n_records} {} record{}",
+        format_name(s.format),
+        if n_records == 1 { "" } else { "s" }
+    ));
+    Ok(ExitStatus::Success)
+}
+
+fn format_name(f: ExportFormat) -> &'static str {
+    match f {
+        ExportFormat::Atif => "ATIF",
+        ExportFormat::Actf => "ACTF",
+        ExportFormat::OpenAiMessages => "OpenAI messages",
+        ExportFormat::Storyline => "Storyline",
+    }
+}
+
+/// One record: a pretty JSON document; several: JSON Lines (ATIF, OpenAI,
+/// Storyline and ACTF readers all accept one document per line).
+fn render(records: &[serde_json::Value], _format: ExportFormat) -> Result<Vec<u8>, Error> {
+    let mut buf = Vec::new();
+    if records.len() == 1 {
+        serde_json::to_writer_pretty(&mut buf, &records[0])
+            .map_err(|e| Error::Internal(e.to_string()))?;
+        buf.push(b'\n');
+    } else {
+        for r in records {
+            serde_json::to_writer(&mut buf, r).map_err(|e| Error::Internal(e.to_string()))?;
+            buf.push(b'\n');
+        }
+    }
+    Ok(buf)
+}
+
+fn write_file(path: &std::path::Path, bytes: &[u8], overwrite: bool) -> Result<(), Error> {
+    if !overwrite {
+        return super::query::write_new_file(path, bytes).map_err(|e| match e {
+            Error::Settings(crate::cli::settings::SettingsError::OutputExists { path }) => {
+                ExportError::OutputExists(path).into()
+            }
+            other => other,
+        });
+    }
+    let dir = path
+        .parent()
+        .ok_or_else(|| ExportError::Io("no parent directory".into()))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let r = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r.map_err(|e| ExportError::Io(e.to_string()).into())
+}
+
+/// `--stream`: JSON Lines written as records are produced (to stdout, or to
+/// a temporary file published at the end).
+struct StreamSink {
+    target: Option<(std::path::PathBuf, std::path::PathBuf, bool)>,
+    w: Box<dyn std::io::Write>,
+    n: u64,
+}
+
+impl StreamSink {
+    fn new(s: &ExportSettings) -> Result<Option<Self>, Error> {
+        if !s.stream {
+            return Ok(None);
+        }
+        match &s.output {
+            None => Ok(Some(StreamSink {
+                target: None,
+                w: Box::new(std::io::BufWriter::new(std::io::stdout())),
+                n: 0,
+            })),
+            Some(p) => {
+                if p.exists() && !s.overwrite {
+                    return Err(ExportError::OutputExists(p.display().to_string()).into());
+                }
+                let dir = p
+                    .parent()
+                    .ok_or_else(|| ExportError::Io("no parent directory".into()))?;
+                let name = p
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+                let f = std::fs::File::create(&tmp).map_err(|e| ExportError::Io(e.to_string()))?;
+                Ok(Some(StreamSink {
+                    target: Some((tmp, p.clone(), s.overwrite)),
+                    w: Box::new(std::io::BufWriter::new(f)),
+                    n: 0,
+                }))
+            }
+        }
+    }
+
+    fn line(&mut self, v: &serde_json::Value) -> Result<(), Error> {
+        serde_json::to_writer(&mut self.w, v).map_err(|e| Error::Output(e.into()))?;
+        self.w.write_all(b"\n").map_err(Error::Output)?;
+        self.n += 1;
+        Ok(())
+    }
+
+    fn finish(mut self, _out: &mut Out) -> Result<u64, Error> {
+        self.w.flush().map_err(Error::Output)?;
+        drop(self.w);
+        if let Some((tmp, dst, overwrite)) = self.target {
+            let r = if overwrite {
+                std::fs::rename(&tmp, &dst)
+            } else {
+                std::fs::hard_link(&tmp, &dst)
+            };
+            let _ = std::fs::remove_file(&tmp);
+            r.map_err(|e| {
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    Error::from(ExportError::OutputExists(dst.display().to_string()))
+                } else {
+                    Error::from(ExportError::Io(e.to_string()))
+                }
+            })?;
+        }
+        Ok(self.n)
+    }
+}

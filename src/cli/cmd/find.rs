@@ -1,0 +1,326 @@
+//! `find [DATASET] --match EXPR …`: the RFC-0012 search.
+
+use std::time::Instant;
+
+use arrow::array::{Array, AsArray};
+use serde_json::{json, Value};
+
+use super::report_snapshot;
+use crate::catalog::CatalogError;
+use crate::cli::out::{Align, Out, Table};
+use crate::cli::settings::FindSettings;
+use crate::cli::ExitStatus;
+use crate::dataset::Mounts;
+use crate::error::Error;
+use crate::find::exec::{self, Deadline, Hit, HitList, RunRow, RUN_JSON_COLUMNS};
+use crate::find::prepare::{self, BuildPolicy};
+use crate::find::scope::Scope;
+use crate::find::tokenize::TOKENIZER_NAME;
+use crate::table::Table as Relation;
+
+const MOUNT: &str = "dataset";
+
+/// Run the command.
+pub fn run(s: &FindSettings, out: &mut Out) -> Result<ExitStatus, Error> {
+    let mounts = Mounts::open(
+        &[(MOUNT.to_string(), s.dataset.clone())],
+        s.limits,
+        s.strict,
+        s.max_document_bytes,
+    )?;
+    let snap = &mounts.mounts()[0].snapshot;
+    report_snapshot(out, &snap.snapshot_id);
+    if s.strict {
+        if let Some(x) = snap
+            .sources
+            .iter()
+            .find(|x| x.status != crate::catalog::SourceStatus::Ready)
+        {
+            let reason = x
+                .reason
+                .clone()
+                .unwrap_or_else(|| crate::catalog::StatusReason::new("PC-CAT-010", "not ready"));
+            return Err(CatalogError::StrictSource {
+                source_path: x.source_path.clone(),
+                status: x.status.name(),
+                reason_code: reason.code,
+                reason: reason.message,
+            }
+            .into());
+        }
+    }
+    if let Some(src) = &s.identity.source {
+        if !snap.sources.iter().any(|x| &x.source_path == src) {
+            return Err(CatalogError::UnknownSource {
+                given: crate::util::text::escape_control(src).into_owned(),
+            }
+            .into());
+        }
+    }
+    let root = s
+        .dataset
+        .local_path()
+        .ok_or_else(|| Error::Internal("find needs a local Dataset".into()))?
+        .to_path_buf();
+
+    let (mut fts_available, mut reason) = (true, None::<String>);
+    let hits: HitList = match s.scope {
+        Scope::Steps => {
+            let quiet = out.quiet();
+            let info = |m: &str| {
+                if !quiet {
+                    eprintln!("{m}");
+                }
+            };
+            let prepared = prepare::prepare(
+                &mounts,
+                MOUNT,
+                crate::find::index::cache_dir(&root).as_deref(),
+                if s.build_index {
+                    BuildPolicy::Build
+                } else {
+                    BuildPolicy::ReuseOnly
+                },
+                &info,
+            );
+            for (code, msg) in &prepared.warnings {
+                out.warn(code, msg);
+            }
+            let r = &prepared.report;
+            if r.indexed_sources > 0 {
+                out.info(&format!(
+                    "indexed {} Source{} ({} steps, {:.1} MB of text) in {:.2}s",
+                    r.indexed_sources,
+                    if r.indexed_sources == 1 { "" } else { "s" },
+                    r.indexed_steps,
+                    r.indexed_text_bytes as f64 / 1e6,
+                    r.index_seconds
+                ));
+            }
+            fts_available = prepared.fts_available;
+            reason = prepared.reason.clone();
+            let deadline = deadline(s);
+            exec::search_steps(
+                &prepared.indexes,
+                s.expr.as_ref(),
+                &s.identity,
+                s.max_results,
+                deadline,
+            )?
+        }
+        Scope::Runs => {
+            let d = deadline(s);
+            let rows = run_rows(&mounts, d)?;
+            exec::search_runs(&rows, s.expr.as_ref(), &s.identity, s.max_results, d)?
+        }
+    };
+    for (code, msg) in mounts.take_warnings() {
+        out.warn(&code, &msg);
+    }
+    render(s, out, &snap.snapshot_id, hits, fts_available, reason)
+}
+
+fn deadline(s: &FindSettings) -> Deadline {
+    Deadline {
+        at: Instant::now().checked_add(s.timeout),
+        seconds: s.timeout.as_secs_f64(),
+    }
+}
+
+/// Every run row, in Source order.
+fn run_rows(mounts: &Mounts, d: Deadline) -> Result<Vec<RunRow>, Error> {
+    let mut cols = vec![
+        "source_path",
+        "document_id",
+        "run_id",
+        "session_id",
+        "prompt",
+    ];
+    cols.extend(RUN_JSON_COLUMNS);
+    let batches = mounts
+        .scan_sources(MOUNT, Relation::Runs, &cols, &|_| true, &|b| Ok(b), &|| {
+            d.check()
+                .map_err(|_| crate::sql::SqlError::Timeout { seconds: d.seconds })
+        })
+        .map_err(|e| match e {
+            crate::sql::SqlError::Timeout { .. } => Error::Find(crate::find::FindError::Resource {
+                message: format!("the search took longer than --timeout {}s", d.seconds),
+            }),
+            e => e.into(),
+        })?;
+    let mut rows = Vec::new();
+    let mut last = String::new();
+    let mut ord = 0u64;
+    for b in &batches {
+        let text = |i: usize| b.column(i).as_string_opt::<i32>();
+        let get = |i: usize, r: usize| {
+            text(i).and_then(|a| (!a.is_null(r)).then(|| a.value(r).to_string()))
+        };
+        for r in 0..b.num_rows() {
+            let src = get(0, r).unwrap_or_default();
+            if src != last {
+                last.clone_from(&src);
+                ord = 0;
+            } else {
+                ord += 1;
+            }
+            rows.push(RunRow {
+                source_path: src,
+                document_id: get(1, r).unwrap_or_default(),
+                run_id: get(2, r),
+                session_id: get(3, r),
+                prompt: get(4, r),
+                json: (5..5 + RUN_JSON_COLUMNS.len()).map(|i| get(i, r)).collect(),
+                ord,
+            });
+        }
+    }
+    Ok(rows)
+}
+
+fn render(
+    s: &FindSettings,
+    out: &mut Out,
+    snapshot_id: &str,
+    list: HitList,
+    fts_available: bool,
+    reason: Option<String>,
+) -> Result<ExitStatus, Error> {
+    let mut truncated = list.total > list.hits.len() as u64;
+    // Keep the output under --max-output-bytes by dropping trailing matches.
+    let mut hits: Vec<Value> = Vec::with_capacity(list.hits.len());
+    let mut kept: Vec<&Hit> = Vec::new();
+    let mut size = 512usize;
+    for h in &list.hits {
+        let v = serde_json::to_value(h).map_err(|e| Error::Internal(e.to_string()))?;
+        let n = v.to_string().len() + 1;
+        if (size + n) as u64 > s.max_output_bytes {
+            truncated = true;
+            out.warn(
+                "PC-FND-004",
+                &format!(
+                    "output limit reached (--max-output-bytes {}); {} of {} matches shown",
+                    s.max_output_bytes,
+                    kept.len(),
+                    list.hits.len()
+                ),
+            );
+            break;
+        }
+        size += n;
+        hits.push(v);
+        kept.push(h);
+    }
+    // Identity lookups without --source: several Sources mean several
+    // candidates.
+    let mut sources: Vec<&str> = kept.iter().map(|h| h.source_path.as_str()).collect();
+    sources.dedup();
+    let hint = (s.identity.source.is_none() && s.identity.has_id() && sources.len() > 1).then(|| {
+        format!(
+            "these ids occur in {} Sources; add --source PATH (one of the source_path values) to pick one",
+            sources.len()
+        )
+    });
+    let summary = format!(
+        "{} match{}{}",
+        kept.len(),
+        if kept.len() == 1 { "" } else { "es" },
+        if truncated {
+            format!(" (truncated; {} in total)", list.total)
+        } else {
+            String::new()
+        }
+    );
+    out.info(&summary);
+    out.info(&format!("truncated: {truncated}"));
+    if let Some(h) = &hint {
+        out.info(&format!("hint: {h}"));
+    }
+    if out.json() {
+        let mut search = json!({
+            "mode": s.mode.name(),
+            "scope": s.scope.name(),
+            "fts_available": fts_available,
+            "tokenizer": TOKENIZER_NAME,
+        });
+        if let Some(r) = &reason {
+            search["fts_unavailable_reason"] = json!(r);
+        }
+        let mut doc = json!({
+            "dataset_uri": s.dataset.to_string(),
+            "snapshot_id": snapshot_id,
+            "query": {
+                "matches": s.matches,
+                "expression": s.expr.as_ref().map(|e| e.to_string()),
+            },
+            "search": search,
+            "truncated": truncated,
+            "matches": hits,
+        });
+        if let Some(h) = hint {
+            doc["hint"] = json!(h);
+        }
+        out.write_json(&doc)?;
+    } else {
+        let steps = s.scope == Scope::Steps;
+        let mut headers = vec![
+            ("Source", Align::Left),
+            ("Document ID", Align::Left),
+            ("Run ID", Align::Left),
+            ("Session ID", Align::Left),
+        ];
+        if steps {
+            headers.extend([
+                ("Step ID", Align::Right),
+                ("Step Source", Align::Left),
+                ("Kind", Align::Left),
+                ("Timestamp", Align::Left),
+            ]);
+        }
+        headers.push(("Preview", Align::Left));
+        let mut t = Table::new(&headers);
+        let last = headers.len() - 1;
+        t.limit(last, 80);
+        for h in &kept {
+            let o = |v: &Option<String>| v.clone().unwrap_or_default();
+            let mut row = vec![
+                h.source_path.clone(),
+                h.document_id.clone(),
+                o(&h.run_id),
+                o(&h.session_id),
+            ];
+            if steps {
+                row.extend([
+                    h.step_id.map(|v| v.to_string()).unwrap_or_default(),
+                    o(&h.step_source),
+                    o(&h.effective_kind),
+                    o(&h.timestamp),
+                ]);
+            }
+            row.push(h.preview.clone());
+            t.row(row);
+        }
+        if kept.is_empty() {
+            t.footer("(0 matches)");
+        } else if truncated {
+            t.footer("(truncated)");
+        }
+        out.write_table(&t)?;
+    }
+    if !fts_available {
+        // Never a silent zero: the result says so, and the exit status too.
+        out.error_line(
+            "PC-FND-003",
+            &format!(
+                "full-text search unavailable: {}",
+                reason.as_deref().unwrap_or("unknown reason")
+            ),
+        );
+        return Ok(ExitStatus::Error);
+    }
+    Ok(if list.total == 0 {
+        ExitStatus::NothingFound
+    } else {
+        ExitStatus::Success
+    })
+}

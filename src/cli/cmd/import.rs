@@ -1,0 +1,420 @@
+//! `import --from … [--output …]`: create a Storyline Lance store from
+//! exchange files, create-only and atomic.
+
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use rayon::prelude::*;
+use serde_json::{json, Value};
+
+use crate::catalog::read::{read_source, ReadFailure};
+use crate::catalog::{discover, CatalogError, DiscoveryLimits, Source, SourceStatus};
+use crate::cli::out::Out;
+use crate::cli::settings::{ImportInput, ImportSettings};
+use crate::cli::ExitStatus;
+use crate::error::Error;
+use crate::formats::model::Storyline;
+use crate::formats::{DecodeOptions, Diagnostic, FormatError, SourceFormat};
+use crate::store::{StoreError, StoreWriter};
+
+/// Import problems.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// The target exists.
+    #[error("the target `{0}` already exists; import only creates new Datasets")]
+    TargetExists(String),
+    /// Another import holds the target.
+    #[error("another import is creating `{0}` right now")]
+    Busy(String),
+    /// The input has no trajectory files.
+    #[error("no trajectory files found in `{0}`")]
+    NoInput(String),
+    /// Files of several formats under `--format auto`.
+    #[error("one format per import: `{first}` is {first_format} but `{other}` is {other_format}; import them separately or pass --format")]
+    MixedFormats {
+        /// A file of the first format.
+        first: String,
+        /// Its format.
+        first_format: &'static str,
+        /// A file of another format.
+        other: String,
+        /// Its format.
+        other_format: &'static str,
+    },
+    /// A file is not of the declared format.
+    #[error("`{file}` is {found}, not {expected} (--format {expected})")]
+    WrongFormat {
+        /// The file.
+        file: String,
+        /// What it looks like.
+        found: &'static str,
+        /// What was asked for.
+        expected: &'static str,
+    },
+    /// The input is larger than `--max-input-bytes`.
+    #[error("the input is larger than {0} bytes (--max-input-bytes)")]
+    TooLarge(u64),
+    /// The input is a store or an events store.
+    #[error("`{0}` is a Lance store; import reads exchange files")]
+    StoreInput(String),
+    /// Reading the input failed.
+    #[error("cannot read the input: {0}")]
+    Io(String),
+    /// Writing the store failed.
+    #[error("cannot write the Dataset: {message}")]
+    Store {
+        /// The store error code.
+        code: &'static str,
+        /// Message.
+        message: String,
+    },
+}
+
+impl ImportError {
+    /// Stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ImportError::TargetExists(_) => "PC-IMP-001",
+            ImportError::Busy(_) => "PC-IMP-002",
+            ImportError::NoInput(_) => "PC-IMP-003",
+            ImportError::MixedFormats { .. } => "PC-IMP-004",
+            ImportError::WrongFormat { .. } => "PC-IMP-005",
+            ImportError::TooLarge(_) => "PC-IMP-006",
+            ImportError::StoreInput(_) => "PC-IMP-007",
+            ImportError::Io(_) => "PC-IMP-008",
+            ImportError::Store { code, .. } => code,
+        }
+    }
+}
+
+impl From<StoreError> for ImportError {
+    fn from(e: StoreError) -> Self {
+        ImportError::Store {
+            code: e.code(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Removes the staging directory unless disarmed.
+struct Staging {
+    dir: PathBuf,
+    armed: bool,
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Files per parallel decoding round.
+const CHUNK: usize = 64;
+
+/// Run the command.
+pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
+    let started = Instant::now();
+    let target = &s.target;
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| ImportError::Io("the target has no name".into()))?;
+    let parent = target
+        .parent()
+        .ok_or_else(|| ImportError::Io("the target has no parent directory".into()))?
+        .to_path_buf();
+    std::fs::create_dir_all(&parent)
+        .map_err(|e| ImportError::Io(format!("cannot create {}: {e}", parent.display())))?;
+    // Serialise imports of one target; the lock file is hidden beside it.
+    let lock_path = parent.join(format!(".{name}.pchronicle-import.lock"));
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| ImportError::Io(e.to_string()))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            return Err(ImportError::Busy(target.display().to_string()).into())
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(ImportError::Io(e.to_string()).into()),
+    }
+    if std::fs::symlink_metadata(target).is_ok() {
+        return Err(ImportError::TargetExists(target.display().to_string()).into());
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let staging = Staging {
+        dir: parent.join(format!(
+            ".{name}.pchronicle-staging-{}-{nanos}",
+            std::process::id()
+        )),
+        armed: true,
+    };
+
+    // The input: a list of Sources of one format.
+    let spool_dir = parent.join(format!(
+        ".{name}.pchronicle-input-{}-{nanos}",
+        std::process::id()
+    ));
+    let _spool = Staging {
+        dir: spool_dir.clone(),
+        armed: true,
+    };
+    let (sources, format, input_bytes) = collect_input(s, &spool_dir)?;
+    out.info(&format!(
+        "importing {} {} file{} ({:.1} MB)",
+        sources.len(),
+        format.name(),
+        if sources.len() == 1 { "" } else { "s" },
+        input_bytes as f64 / 1e6
+    ));
+
+    let mut writer = StoreWriter::create(&staging.dir).map_err(ImportError::from)?;
+    let opts = DecodeOptions::full(s.max_document_bytes);
+    let mut warnings: Vec<serde_json::Value> = Vec::new();
+    let mut generated_ids = 0u64;
+    let mut progress = out.progress("decoding files");
+    let mut done = 0u64;
+    for chunk in sources.chunks(CHUNK) {
+        let decoded: Vec<(
+            String,
+            Result<(Vec<Storyline>, Vec<Diagnostic>, u64), Error>,
+        )> = chunk
+            .par_iter()
+            .map(|src| {
+                let mut docs = Vec::new();
+                let r = read_source(src, opts, &mut |d| docs.push(d.clone()));
+                let r = match r {
+                    Ok(read) => Ok((docs, read.diagnostics, read.generated_ids)),
+                    Err(ReadFailure::Fatal(e)) => Err(Error::from(e)),
+                    Err(ReadFailure::Source(e)) => Err(Error::from(e)),
+                };
+                (src.source_path.clone(), r)
+            })
+            .collect();
+        for (path, r) in decoded {
+            let (docs, diags, generated) = r?;
+            generated_ids += generated;
+            for d in diags.iter().filter(|d| d.degrades()) {
+                warnings.push(json!({"source_path": path, "code": d.code, "pointer": d.pointer, "message": d.message}));
+            }
+            for mut doc in docs {
+                if let Some(o) = doc.origin.as_mut() {
+                    if o.document_id.is_none() {
+                        o.document_id = Some(path.clone());
+                    }
+                }
+                writer.push(doc).map_err(ImportError::from)?;
+            }
+            done += 1;
+            progress.tick(done, Some(sources.len() as u64));
+        }
+    }
+    progress.finish();
+    let summary = writer.finish().map_err(ImportError::from)?;
+    // Validate what was written before publishing it.
+    let store = crate::store::StorylineLanceStore::open(&staging.dir).map_err(ImportError::from)?;
+    let reader = store.reader().map_err(ImportError::from)?;
+    for (t, want) in [
+        (crate::table::Table::Runs, summary.trajectories),
+        (crate::table::Table::Steps, summary.steps),
+        (crate::table::Table::ToolCalls, summary.tool_calls),
+    ] {
+        let got = reader.count(t).map_err(ImportError::from)?;
+        if got != want {
+            return Err(ImportError::Store {
+                code: "PC-STO-005",
+                message: format!("{} has {got} rows, expected {want}", t.name()),
+            }
+            .into());
+        }
+    }
+    // The full-text index travels with the store: derived data, rebuilt by
+    // `find` in its cache when missing.
+    let index_started = std::time::Instant::now();
+    let mut fts_index = Value::Null;
+    match crate::catalog::stores::probe_store(&staging.dir, ".") {
+        Some(src) => match crate::find::prepare::build_store_index(&staging.dir, &src) {
+            Ok((steps, text_bytes)) => {
+                let secs = index_started.elapsed().as_secs_f64();
+                fts_index = json!({
+                    "tokenizer": crate::find::tokenize::TOKENIZER_NAME,
+                    "steps": steps,
+                    "text_bytes": text_bytes,
+                    "seconds": (secs * 1000.0).round() / 1000.0,
+                });
+            }
+            Err(e) => warnings.push(json!({"code": "PC-FND-003", "message": format!("the full-text index was not built ({e}); `find` will build it on first use")})),
+        },
+        None => warnings.push(json!({"code": "PC-FND-003", "message": "the full-text index was not built (no CURRENT); `find` will build it on first use"})),
+    }
+    // Publish: one rename of the complete store.
+    if std::fs::symlink_metadata(target).is_ok() {
+        return Err(ImportError::TargetExists(target.display().to_string()).into());
+    }
+    std::fs::rename(&staging.dir, target)
+        .map_err(|e| ImportError::Io(format!("cannot publish {}: {e}", target.display())))?;
+    let mut staging = staging;
+    staging.armed = false;
+    crate::store::current::sync_dir(&parent);
+    drop(lock);
+    let _ = std::fs::remove_file(&lock_path);
+    for (old, new) in &summary.renamed_ids {
+        warnings.push(json!({"code": "PC-IMP-009", "message": format!("document id `{old}` appears more than once; stored as `{new}`")}));
+    }
+    for w in &warnings {
+        out.warn(
+            w["code"].as_str().unwrap_or("PC-IMP-009"),
+            &format!(
+                "{} {}",
+                w.get("source_path").and_then(|v| v.as_str()).unwrap_or(""),
+                w["message"].as_str().unwrap_or("")
+            )
+            .trim_start()
+            .to_string(),
+        );
+    }
+    let elapsed = started.elapsed();
+    out.info(&format!(
+        "created {} ({} trajectories, {} steps) in {:.1}s, {:.0} MB/s",
+        target.display(),
+        summary.trajectories,
+        summary.steps,
+        elapsed.as_secs_f64(),
+        input_bytes as f64 / 1e6 / elapsed.as_secs_f64().max(1e-6)
+    ));
+    out.write_json(&json!({
+        "dataset_uri": target.display().to_string(),
+        "format": format.name(),
+        "sources": sources.iter().map(|s| s.source_path.clone()).collect::<Vec<_>>(),
+        "trajectories": summary.trajectories,
+        "steps": summary.steps,
+        "tool_calls": summary.tool_calls,
+        "objects": summary.objects,
+        "input_bytes": input_bytes,
+        "generated_ids": generated_ids,
+        "renamed_ids": summary.renamed_ids.iter().map(|(a, b)| json!({"from": a, "to": b})).collect::<Vec<_>>(),
+        "warnings": warnings,
+        "generation": summary.generation,
+        "fts_index": fts_index,
+        "elapsed_ms": elapsed.as_millis() as u64,
+    }))?;
+    Ok(ExitStatus::Success)
+}
+
+/// Find the input files and their one format.
+fn collect_input(
+    s: &ImportSettings,
+    spool_dir: &Path,
+) -> Result<(Vec<Source>, SourceFormat, u64), Error> {
+    let (root, single) = match &s.input {
+        ImportInput::Stdin => {
+            std::fs::create_dir_all(spool_dir).map_err(|e| ImportError::Io(e.to_string()))?;
+            // The layout (one document, an array, or JSON Lines) is detected
+            // from the content, so one name fits all.
+            let file = spool_dir.join("stdin.json");
+            let mut f = std::fs::File::create(&file).map_err(|e| ImportError::Io(e.to_string()))?;
+            let mut limited = std::io::stdin().lock().take(s.max_input_bytes + 1);
+            let n = std::io::copy(&mut limited, &mut f)
+                .map_err(|e| ImportError::Io(format!("reading stdin: {e}")))?;
+            if n > s.max_input_bytes {
+                return Err(ImportError::TooLarge(s.max_input_bytes).into());
+            }
+            f.flush().map_err(|e| ImportError::Io(e.to_string()))?;
+            (spool_dir.to_path_buf(), true)
+        }
+        ImportInput::Path(p) => {
+            let meta = std::fs::metadata(p)
+                .map_err(|e| ImportError::Io(format!("{}: {e}", p.display())))?;
+            (p.clone(), meta.is_file())
+        }
+    };
+    let limits = DiscoveryLimits {
+        max_files: s.max_files,
+        max_entries: s.max_files.saturating_mul(16),
+    };
+    let sources: Vec<Source> = if single && matches!(s.input, ImportInput::Path(_)) {
+        // One file: discover its directory and keep that file.
+        let dir = root.parent().unwrap_or(Path::new("/"));
+        let name = root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let d = discover(dir, limits, false)?;
+        let found: Vec<Source> = d
+            .sources
+            .into_iter()
+            .filter(|x| x.source_path == name)
+            .collect();
+        if found.is_empty() {
+            return Err(FormatError::NotThisFormat {
+                source_path: name,
+                record: 1,
+                expected: "trajectory",
+            }
+            .into());
+        }
+        found
+    } else {
+        discover(&root, limits, false)?.sources
+    };
+    if sources.is_empty() {
+        return Err(ImportError::NoInput(root.display().to_string()).into());
+    }
+    let mut total = 0u64;
+    for src in &sources {
+        if src.kind == crate::catalog::SourceKind::Store {
+            return Err(ImportError::StoreInput(src.source_path.clone()).into());
+        }
+        if src.status == SourceStatus::Error && src.format == SourceFormat::Unknown {
+            let r = src.reason.clone();
+            return Err(CatalogError::StrictSource {
+                source_path: src.source_path.clone(),
+                status: "error",
+                reason_code: r.as_ref().map_or("PC-FMT-001", |r| r.code),
+                reason: r.map_or_else(String::new, |r| r.message),
+            }
+            .into());
+        }
+        total += src.size;
+    }
+    if total > s.max_input_bytes {
+        return Err(ImportError::TooLarge(s.max_input_bytes).into());
+    }
+    let format = match s.format {
+        Some(f) => {
+            for src in &sources {
+                if src.format != f {
+                    return Err(ImportError::WrongFormat {
+                        file: src.source_path.clone(),
+                        found: src.format.name(),
+                        expected: f.name(),
+                    }
+                    .into());
+                }
+            }
+            f
+        }
+        None => {
+            let first = &sources[0];
+            if let Some(other) = sources.iter().find(|x| x.format != first.format) {
+                return Err(ImportError::MixedFormats {
+                    first: first.source_path.clone(),
+                    first_format: first.format.name(),
+                    other: other.source_path.clone(),
+                    other_format: other.format.name(),
+                }
+                .into());
+            }
+            first.format
+        }
+    };
+    Ok((sources, format, total))
+}

@@ -1,0 +1,384 @@
+//! The step full-text index: one tantivy document per step.
+//!
+//! An index covers a set of Sources. Its `pchronicle-index.json` records the
+//! `snapshot_ref` each Source had when it was indexed, so a reader knows which
+//! Sources are current. The index is derived data: deleting it loses nothing.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::{Int64Type, TimestampNanosecondType};
+use serde::{Deserialize, Serialize};
+use tantivy::schema::{
+    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED, STORED, STRING,
+};
+use tantivy::{Index, IndexWriter, TantivyDocument, Term};
+
+use super::tokenize::{analyzer, TOKENIZER_NAME};
+
+/// Version of the index layout; an index with another version is rebuilt.
+pub const INDEX_VERSION: u32 = 1;
+
+/// File that records what an index covers.
+pub const META_FILE: &str = "pchronicle-index.json";
+
+/// What an index covers.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct IndexMeta {
+    /// [`INDEX_VERSION`].
+    pub version: u32,
+    /// Always `jieba`.
+    pub tokenizer: String,
+    /// source_path → the snapshot_ref it was indexed at.
+    pub sources: BTreeMap<String, String>,
+    /// Steps indexed.
+    pub steps: u64,
+    /// Bytes of step text analysed.
+    pub text_bytes: u64,
+}
+
+impl IndexMeta {
+    /// Read `dir/pchronicle-index.json`; `None` when absent, unreadable or of
+    /// another version.
+    pub fn read(dir: &Path) -> Option<IndexMeta> {
+        let bytes = std::fs::read(dir.join(META_FILE)).ok()?;
+        let m: IndexMeta = serde_json::from_slice(&bytes).ok()?;
+        (m.version == INDEX_VERSION && m.tokenizer == TOKENIZER_NAME).then_some(m)
+    }
+
+    /// Write it atomically (temporary file, then rename).
+    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+        let tmp = dir.join(format!(".{META_FILE}.tmp-{}", std::process::id()));
+        let body = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(&tmp, body)?;
+        std::fs::rename(&tmp, dir.join(META_FILE))
+    }
+}
+
+/// The text columns that are indexed, in field order.
+pub const TEXT_COLUMNS: [&str; 5] = [
+    "message_value",
+    "reasoning_content",
+    "observation",
+    "prompt",
+    "model_name",
+];
+
+/// The JSON columns kept for predicates.
+pub const JSON_COLUMNS: [&str; 2] = ["metrics", "extra"];
+
+/// Fields of the index schema.
+#[derive(Debug, Clone)]
+pub struct Fields {
+    /// The schema.
+    pub schema: Schema,
+    /// source_path (raw term, stored, fast).
+    pub src: Field,
+    /// Order of the step in its Source (fast): document ordinal << 24 | step.
+    pub ord: Field,
+    /// document_id (raw term, stored).
+    pub doc: Field,
+    /// run_id (raw term, stored).
+    pub run: Field,
+    /// session_id (raw term, stored).
+    pub session: Field,
+    /// step_id (indexed, stored).
+    pub step: Field,
+    /// step_source (raw term, stored).
+    pub role: Field,
+    /// effective_kind (stored).
+    pub kind: Field,
+    /// timestamp as RFC 3339 (stored).
+    pub ts: Field,
+    /// Text fields, one per [`TEXT_COLUMNS`] entry.
+    pub text: [Field; 5],
+    /// JSON fields, one per [`JSON_COLUMNS`] entry (stored).
+    pub json: [Field; 2],
+}
+
+impl Fields {
+    /// Build the schema.
+    pub fn new() -> Fields {
+        let mut b = Schema::builder();
+        let src = b.add_text_field("src", STRING | STORED | FAST);
+        let ord = b.add_u64_field("ord", FAST | STORED);
+        let doc = b.add_text_field("doc", STRING | STORED);
+        let run = b.add_text_field("run", STRING | STORED);
+        let session = b.add_text_field("session", STRING | STORED);
+        let step = b.add_i64_field("step", INDEXED | STORED);
+        let role = b.add_text_field("role", STRING | STORED);
+        let kind = b.add_text_field("kind", STORED);
+        let ts = b.add_text_field("ts", STORED);
+        let opts = TextOptions::default()
+            .set_indexing_options(
+                TextFieldIndexing::default()
+                    .set_tokenizer(TOKENIZER_NAME)
+                    .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+            )
+            .set_stored();
+        let text = TEXT_COLUMNS.map(|c| b.add_text_field(c, opts.clone()));
+        let json = JSON_COLUMNS.map(|c| b.add_text_field(c, STORED));
+        Fields {
+            schema: b.build(),
+            src,
+            ord,
+            doc,
+            run,
+            session,
+            step,
+            role,
+            kind,
+            ts,
+            text,
+            json,
+        }
+    }
+
+    /// Bind to an opened index's schema (field ids by name).
+    pub fn of(schema: &Schema) -> Option<Fields> {
+        let f = |n: &str| schema.get_field(n).ok();
+        Some(Fields {
+            schema: schema.clone(),
+            src: f("src")?,
+            ord: f("ord")?,
+            doc: f("doc")?,
+            run: f("run")?,
+            session: f("session")?,
+            step: f("step")?,
+            role: f("role")?,
+            kind: f("kind")?,
+            ts: f("ts")?,
+            text: [
+                f(TEXT_COLUMNS[0])?,
+                f(TEXT_COLUMNS[1])?,
+                f(TEXT_COLUMNS[2])?,
+                f(TEXT_COLUMNS[3])?,
+                f(TEXT_COLUMNS[4])?,
+            ],
+            json: [f(JSON_COLUMNS[0])?, f(JSON_COLUMNS[1])?],
+        })
+    }
+}
+
+impl Default for Fields {
+    fn default() -> Self {
+        Fields::new()
+    }
+}
+
+/// The steps-relation columns an index is built from.
+pub const BUILD_COLUMNS: [&str; 15] = [
+    "source_path",
+    "document_id",
+    "run_id",
+    "session_id",
+    "step_id",
+    "step_source",
+    "effective_kind",
+    "timestamp",
+    "message_value",
+    "reasoning_content",
+    "observation",
+    "prompt",
+    "model_name",
+    "metrics",
+    "extra",
+];
+
+/// Open an index directory, registering the analyzer.
+pub fn open(dir: &Path) -> tantivy::Result<(Index, Fields)> {
+    let index = Index::open_in_dir(dir)?;
+    index.tokenizers().register(TOKENIZER_NAME, analyzer());
+    let fields = Fields::of(&index.schema())
+        .ok_or_else(|| tantivy::TantivyError::SchemaError("not a pChronicle find index".into()))?;
+    Ok((index, fields))
+}
+
+/// Create an empty index in `dir` (which must exist and be empty).
+pub fn create(dir: &Path) -> tantivy::Result<(Index, Fields)> {
+    let fields = Fields::new();
+    let index = Index::create_in_dir(dir, fields.schema.clone())?;
+    index.tokenizers().register(TOKENIZER_NAME, analyzer());
+    Ok((index, fields))
+}
+
+/// Adds steps to an index. `add_batch` may be called from several threads.
+pub struct Builder {
+    writer: IndexWriter<TantivyDocument>,
+    fields: Fields,
+    steps: AtomicU64,
+    text_bytes: AtomicU64,
+    ordinals: Mutex<HashMap<String, DocumentOrdinals>>,
+}
+
+impl Builder {
+    /// A writer on `index` with `threads` indexing threads.
+    pub fn new(index: &Index, fields: Fields, threads: usize) -> tantivy::Result<Builder> {
+        let threads = threads.clamp(1, 8);
+        let writer = index.writer_with_num_threads(threads, 64_000_000 * threads)?;
+        Ok(Builder {
+            writer,
+            fields,
+            steps: AtomicU64::new(0),
+            text_bytes: AtomicU64::new(0),
+            ordinals: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Remove every step of `source_path`.
+    pub fn delete_source(&self, source_path: &str) {
+        self.writer
+            .delete_term(Term::from_field_text(self.fields.src, source_path));
+    }
+
+    /// Add the rows of one steps batch (projected to [`BUILD_COLUMNS`], in
+    /// that order). Batches of one Source must arrive in order; documents
+    /// are numbered in the order they appear.
+    pub fn add_batch(&self, batch: &RecordBatch) -> tantivy::Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let f = &self.fields;
+        let text = |i: usize| batch.column(i).as_string_opt::<i32>();
+        let (Some(src), Some(doc)) = (text(0), text(1)) else {
+            return Err(tantivy::TantivyError::InvalidArgument(
+                "steps batch without source_path/document_id".into(),
+            ));
+        };
+        let run = text(2);
+        let session = text(3);
+        let step = batch.column(4).as_primitive_opt::<Int64Type>();
+        let role = text(5);
+        let kind = text(6);
+        let ts = batch
+            .column(7)
+            .as_primitive_opt::<TimestampNanosecondType>();
+        let texts: Vec<_> = (8..13).map(text).collect();
+        let jsons: Vec<_> = (13..15).map(text).collect();
+        let key = src.value(0).to_string();
+        let mut ordinal = self
+            .ordinals
+            .lock()
+            .map_err(|_| tantivy::TantivyError::InternalError("ordinals lock".into()))?
+            .remove(&key)
+            .unwrap_or_default();
+        let (mut steps, mut text_bytes) = (0u64, 0u64);
+        for r in 0..batch.num_rows() {
+            let mut d = TantivyDocument::default();
+            let s = src.value(r);
+            let dv = doc.value(r);
+            d.add_text(f.src, s);
+            d.add_u64(f.ord, ordinal.next(s, dv));
+            d.add_text(f.doc, dv);
+            if let Some(v) = cell(run, r) {
+                d.add_text(f.run, v);
+            }
+            if let Some(v) = cell(session, r) {
+                d.add_text(f.session, v);
+            }
+            if let Some(a) = step {
+                if !a.is_null(r) {
+                    d.add_i64(f.step, a.value(r));
+                }
+            }
+            if let Some(v) = cell(role, r) {
+                d.add_text(f.role, v);
+            }
+            if let Some(v) = cell(kind, r) {
+                d.add_text(f.kind, v);
+            }
+            if let Some(a) = ts {
+                if !a.is_null(r) {
+                    d.add_text(f.ts, crate::formats::storyline::format_rfc3339(a.value(r)));
+                }
+            }
+            for (i, a) in texts.iter().enumerate() {
+                if let Some(v) = cell(*a, r) {
+                    text_bytes += v.len() as u64;
+                    d.add_text(f.text[i], v);
+                }
+            }
+            for (i, a) in jsons.iter().enumerate() {
+                if let Some(v) = cell(*a, r) {
+                    d.add_text(f.json[i], v);
+                }
+            }
+            self.writer.add_document(d)?;
+            steps += 1;
+        }
+        self.steps.fetch_add(steps, Ordering::Relaxed);
+        self.text_bytes.fetch_add(text_bytes, Ordering::Relaxed);
+        if let Ok(mut g) = self.ordinals.lock() {
+            g.insert(key, ordinal);
+        }
+        Ok(())
+    }
+
+    /// Commit and wait for merges; returns (steps, text bytes) added.
+    pub fn finish(mut self) -> tantivy::Result<(u64, u64)> {
+        self.writer.commit()?;
+        self.writer.wait_merging_threads()?;
+        Ok((
+            self.steps.load(Ordering::Relaxed),
+            self.text_bytes.load(Ordering::Relaxed),
+        ))
+    }
+}
+
+fn cell(a: Option<&arrow::array::StringArray>, r: usize) -> Option<&str> {
+    a.and_then(|a| (!a.is_null(r)).then(|| a.value(r)))
+}
+
+/// Numbers steps in Source order: document ordinal in the high bits, step
+/// ordinal within the document in the low 24.
+#[derive(Debug, Default)]
+pub struct DocumentOrdinals {
+    current: Option<(String, String)>,
+    doc: u64,
+    step: u64,
+}
+
+impl DocumentOrdinals {
+    fn next(&mut self, source: &str, document: &str) -> u64 {
+        match &self.current {
+            Some((s, d)) if s == source && d == document => self.step += 1,
+            Some((s, _)) if s == source => {
+                self.doc += 1;
+                self.step = 0;
+                self.current = Some((source.to_string(), document.to_string()));
+            }
+            _ => {
+                self.doc = 0;
+                self.step = 0;
+                self.current = Some((source.to_string(), document.to_string()));
+            }
+        }
+        (self.doc << 24) | self.step.min((1 << 24) - 1)
+    }
+}
+
+/// Where the index of a Dataset's exchange files is cached.
+pub fn cache_dir(dataset_root: &Path) -> Option<PathBuf> {
+    let base = std::env::var_os("PCHRONICLE_CACHE_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .filter(|v| !v.is_empty())
+                .map(|v| PathBuf::from(v).join("pchronicle"))
+        })
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".cache").join("pchronicle"))
+        })?;
+    let key = blake3::hash(dataset_root.to_string_lossy().as_bytes()).to_hex();
+    Some(
+        base.join("find")
+            .join(format!("v{INDEX_VERSION}"))
+            .join(&key.as_str()[..32]),
+    )
+}

@@ -1,0 +1,172 @@
+//! `find`: the RFC-0012 expression language.
+//!
+//! One parser and AST ([`FindExpr`]) serve the CLI and the web explorer:
+//! [`parse_match_expression`] reads one `--match`, and
+//! [`combine_match_expressions`] joins repeated ones with AND. The canonical
+//! print (`Display`) parses back to the same AST.
+
+pub mod ast;
+pub mod exec;
+pub mod index;
+pub mod jsonpath;
+mod parser;
+pub mod prepare;
+pub mod scope;
+pub mod tokenize;
+
+pub use ast::{CmpOp, FindExpr, JsonValue, Span, TextField};
+pub use parser::{
+    combine_match_expressions, parse_match_expression, MAX_DEPTH, MAX_EXPRESSION_BYTES,
+};
+
+/// `find` errors, distinguishable by code.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum FindError {
+    /// The expression does not parse.
+    #[error("cannot parse the expression at byte {position}: {message}")]
+    Parse {
+        /// Byte offset in the expression.
+        position: usize,
+        /// What was expected.
+        message: String,
+    },
+    /// A well-formed expression or flag that cannot apply.
+    #[error("invalid argument: {message}")]
+    InvalidArgument {
+        /// What is wrong.
+        message: String,
+    },
+    /// The full-text index is missing and cannot be built.
+    #[error("full-text index unavailable: {message}")]
+    IndexUnavailable {
+        /// Why.
+        message: String,
+    },
+    /// A bound was hit (size, depth, time, output).
+    #[error("resource limit: {message}")]
+    Resource {
+        /// Which bound.
+        message: String,
+    },
+}
+
+impl FindError {
+    /// Stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            FindError::Parse { .. } => "PC-FND-001",
+            FindError::InvalidArgument { .. } => "PC-FND-002",
+            FindError::IndexUnavailable { .. } => "PC-FND-003",
+            FindError::Resource { .. } => "PC-FND-004",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn canon(s: &str) -> String {
+        parse_match_expression(s)
+            .unwrap_or_else(|e| panic!("{s}: {e}"))
+            .to_string()
+    }
+
+    #[test]
+    fn canonical_forms() {
+        for (input, want) in [
+            ("timeout", r#""timeout""#),
+            ("timeout error", r#""timeout error""#),
+            ("timeout error AND retry", r#""timeout error" AND "retry""#),
+            (
+                r#"#user("timeout") OR #assistant("retry") AND NOT #system("example")"#,
+                r#"#user("timeout") OR #assistant("retry") AND NOT #system("example")"#,
+            ),
+            (
+                r#"(#user("timeout") OR #assistant("retry")) AND NOT #system("example")"#,
+                r#"(#user("timeout") OR #assistant("retry")) AND NOT #system("example")"#,
+            ),
+            ("#agent(retry)", r#"#assistant("retry")"#),
+            ("#model_name(gpt-4o)", r#"#model("gpt-4o")"#),
+            ("$.priority>=2", "$.priority >= 2"),
+            (r#"$.tags="important""#, r#"$.tags = "important""#),
+            (
+                r#"#json.metrics("$.score")>=0.9"#,
+                r#"#json.metrics("$.score") >= 0.9"#,
+            ),
+            ("$.a.b[0] != null", "$.a.b[0] != null"),
+            ("$.ok = true", "$.ok = true"),
+            ("$.name = bob", r#"$.name = "bob""#),
+            ("android and orange", r#""android" AND "orange""#),
+            ("a or b and c", r#""a" OR "b" AND "c""#),
+            ("not a", r#"NOT "a""#),
+            ("超时 AND 数据库", r#""超时" AND "数据库""#),
+            (r#""say \"hi\"""#, r#""say \"hi\"""#),
+            ("((a))", r#""a""#),
+            ("a AND (b AND c)", r#""a" AND "b" AND "c""#),
+            ("NOT (a OR b)", r#"NOT ("a" OR "b")"#),
+        ] {
+            assert_eq!(canon(input), want, "{input}");
+            // The canonical form parses back to the same tree.
+            assert_eq!(
+                parse_match_expression(&canon(input)).unwrap(),
+                parse_match_expression(input).unwrap(),
+                "{input}"
+            );
+        }
+    }
+
+    #[test]
+    fn errors_carry_positions_and_codes() {
+        let e = parse_match_expression("a AND").unwrap_err();
+        assert_eq!(
+            (e.code(), matches!(e, FindError::Parse { position: 5, .. })),
+            ("PC-FND-001", true),
+            "{e:?}"
+        );
+        assert_eq!(
+            parse_match_expression("(a").unwrap_err().code(),
+            "PC-FND-001"
+        );
+        assert_eq!(
+            parse_match_expression("#nope(x)").unwrap_err().code(),
+            "PC-FND-001"
+        );
+        assert_eq!(
+            parse_match_expression("$.p > abc").unwrap_err().code(),
+            "PC-FND-002"
+        );
+        assert_eq!(
+            parse_match_expression("#user()").unwrap_err().code(),
+            "PC-FND-002"
+        );
+        assert_eq!(
+            parse_match_expression(&"a ".repeat(3000))
+                .unwrap_err()
+                .code(),
+            "PC-FND-004"
+        );
+        assert_eq!(
+            parse_match_expression(&format!("{}a{}", "(".repeat(100), ")".repeat(100)))
+                .unwrap_err()
+                .code(),
+            "PC-FND-004"
+        );
+        assert_eq!(
+            parse_match_expression(r#""open"#).unwrap_err().code(),
+            "PC-FND-001"
+        );
+        assert_eq!(
+            parse_match_expression("$x = 1").unwrap_err().code(),
+            "PC-FND-001"
+        );
+    }
+
+    #[test]
+    fn repeated_matches_are_and_and_keep_or_inside() {
+        let a = parse_match_expression("a OR b").unwrap();
+        let b = parse_match_expression("c").unwrap();
+        let c = combine_match_expressions(vec![a, b]).unwrap();
+        assert_eq!(c.to_string(), r#"("a" OR "b") AND "c""#);
+    }
+}

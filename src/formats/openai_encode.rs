@@ -1,0 +1,136 @@
+//! Storyline → OpenAI messages (the SFT shape: one `{"messages", "tools"}`
+//! example per trajectory).
+//!
+//! Each turn becomes a message (system, user, assistant); tool results in a
+//! turn's observation follow it as `tool` messages. Examples that came from
+//! the SFT shape are rebuilt exactly from their residual; row-per-call
+//! corpora are written as SFT examples too (their row fields are reported as
+//! lost).
+
+use serde_json::{json, Map, Value};
+
+use super::encode::{restore_residual, Loss, Losses};
+use super::model::Storyline;
+use super::openai::SOURCE;
+
+/// Encode documents as SFT examples.
+pub fn encode(docs: &[Storyline], losses: &mut Losses) -> Vec<Value> {
+    docs.iter().map(|d| example(d, losses)).collect()
+}
+
+fn example(d: &Storyline, losses: &mut Losses) -> Value {
+    let mut messages = Vec::new();
+    for (k, t) in d.turns.iter().enumerate() {
+        let role = match t.src.as_str() {
+            "system" => "system",
+            "user" => "user",
+            "agent" => "assistant",
+            other => {
+                losses.push(Loss::new(
+                    format!("/turns/{k}/src"),
+                    format!("no OpenAI role for `{other}`; written as user"),
+                ));
+                "user"
+            }
+        };
+        let mut m = Map::new();
+        m.insert("role".into(), json!(role));
+        m.insert("content".into(), t.msg.clone());
+        if let Some(calls) = &t.tool_calls {
+            if !calls.is_empty() {
+                let list: Vec<Value> = calls
+                    .iter()
+                    .map(|c| {
+                        let args = match &c.args {
+                            Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        };
+                        json!({"id": c.tcid, "type": "function", "function": {"name": c.func, "arguments": args}})
+                    })
+                    .collect();
+                m.insert("tool_calls".into(), Value::Array(list));
+            }
+        }
+        if let Some(r) = &t.reason {
+            m.insert("reasoning_content".into(), json!(r));
+        }
+        messages.push(Value::Object(m));
+        if let Some(results) = t
+            .observation
+            .as_ref()
+            .and_then(|o| o.get("results"))
+            .and_then(Value::as_array)
+        {
+            for r in results {
+                let mut tm = Map::new();
+                tm.insert("role".into(), json!("tool"));
+                if let Some(id) = crate::table::result_link(r) {
+                    tm.insert("tool_call_id".into(), json!(id));
+                }
+                tm.insert(
+                    "content".into(),
+                    r.get("content").cloned().unwrap_or(Value::Null),
+                );
+                messages.push(Value::Object(tm));
+            }
+        }
+    }
+    let mut o = Map::new();
+    o.insert("messages".into(), Value::Array(messages));
+    if let Some(t) = &d.agent.tools {
+        o.insert("tools".into(), t.clone());
+    }
+    let mut v = Value::Object(o);
+    let from_sft = d.origin.as_ref().is_some_and(|o| o.format == SOURCE)
+        && d.origin.as_ref().is_some_and(|o| o.document_id.is_none());
+    if let Some(Value::Object(sources)) = d.unknown_fields.as_ref().and_then(|u| u.get("sources")) {
+        for (name, slice) in sources {
+            let fields = slice.get("fields").and_then(Value::as_object);
+            if name == SOURCE && from_sft {
+                for (p, val) in fields.into_iter().flatten() {
+                    // Residual pointers of array records start with the record index.
+                    let p = strip_record_prefix(p);
+                    restore_residual(&mut v, &p, val.clone());
+                }
+            } else {
+                losses.push(Loss::new(
+                    format!("/unknown_fields/sources/{name}"),
+                    format!("fields kept from {name} cannot be written to OpenAI messages"),
+                ));
+            }
+        }
+    }
+    let lost: Vec<&str> = [
+        (d.task.is_some(), "task"),
+        (d.final_metrics.is_some() && !from_sft, "final_metrics"),
+        (d.run.is_some(), "run"),
+        (d.parent.is_some(), "parent"),
+        (
+            d.turns
+                .iter()
+                .any(|t| t.metrics.is_some() || t.ts.is_some()),
+            "step metrics and timestamps",
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(b, n)| b.then_some(n))
+    .collect();
+    for f in lost {
+        losses.push(Loss::new(
+            format!("/{f}"),
+            "OpenAI messages have no such field",
+        ));
+    }
+    v
+}
+
+fn strip_record_prefix(p: &str) -> String {
+    let mut parts = p.splitn(3, '/');
+    let _ = parts.next();
+    match (parts.next(), parts.next()) {
+        (Some(first), Some(rest)) if first.bytes().all(|b| b.is_ascii_digit()) => {
+            format!("/{rest}")
+        }
+        _ => p.to_string(),
+    }
+}

@@ -1,0 +1,163 @@
+//! The Storyline Lance store: three Lance tables (`runs`, `steps`,
+//! `tool_calls`) plus a content-addressed `objects` table for large cells,
+//! published atomically through a `CURRENT` pointer.
+//!
+//! This is the only module that touches Lance (and the async runtime it
+//! needs); everything here is a synchronous facade over one private Tokio
+//! runtime. Layout:
+//!
+//! ```text
+//! root/
+//!   CURRENT                                   committed snapshot (JSON)
+//!   .write.lock                               serialises local writers
+//!   objects.lance/                            large cells by BLAKE3 id
+//!   generations/<gen>/{runs,steps,tool_calls}.lance
+//! ```
+//!
+//! Publish order is objects → tables → `CURRENT`; readers open each table at
+//! the version `CURRENT` names, so a crash at any point leaves the old or
+//! the new snapshot visible, never a mix.
+
+pub mod current;
+mod lance_io;
+mod objects;
+mod read;
+mod schema;
+mod write;
+
+use std::path::{Path, PathBuf};
+
+pub use current::{Committed, Current};
+pub use objects::{is_descriptor, OBJECT_INLINE_LIMIT};
+pub use read::StoreReader;
+pub use write::{StoreWriter, WriteSummary};
+
+/// Store errors.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// `CURRENT` is missing or invalid.
+    #[error("{0}")]
+    Current(String),
+    /// Lance reported an error.
+    #[error("Lance: {0}")]
+    Lance(String),
+    /// File-system error.
+    #[error("{0}")]
+    Io(String),
+    /// Another writer holds the store lock.
+    #[error("another process is writing this store")]
+    Locked,
+    /// Stored data is inconsistent (e.g. a missing object).
+    #[error("store data is inconsistent: {0}")]
+    Corrupt(String),
+    /// A bug.
+    #[error("internal store error: {0}")]
+    Internal(String),
+}
+
+impl StoreError {
+    /// Stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            StoreError::Current(_) => "PC-STO-001",
+            StoreError::Lance(_) => "PC-STO-002",
+            StoreError::Io(_) => "PC-STO-003",
+            StoreError::Locked => "PC-STO-004",
+            StoreError::Corrupt(_) => "PC-STO-005",
+            StoreError::Internal(_) => "PC-STO-099",
+        }
+    }
+}
+
+/// A Storyline Lance store on local disk.
+#[derive(Debug, Clone)]
+pub struct StorylineLanceStore {
+    root: PathBuf,
+    current: Current,
+}
+
+impl StorylineLanceStore {
+    /// Open a store, pinning the snapshot its `CURRENT` names now.
+    pub fn open(root: &Path) -> Result<Self, StoreError> {
+        let current = Current::read(root)?;
+        Ok(StorylineLanceStore {
+            root: root.to_path_buf(),
+            current,
+        })
+    }
+
+    /// The pinned pointer.
+    pub fn current(&self) -> &Current {
+        &self.current
+    }
+
+    /// The store directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// A reader over the pinned snapshot.
+    pub fn reader(&self) -> Result<StoreReader, StoreError> {
+        StoreReader::open(&self.root, self.current.committed.clone())
+    }
+
+    /// Compact tables, refresh indexes, drop versions older than the
+    /// retention (keeping the committed ones) and unreferenced objects, then
+    /// publish the result through `CURRENT`.
+    pub fn maintain(&mut self, options: &MaintainOptions) -> Result<MaintainReport, StoreError> {
+        let mut report = write::maintain(&self.root, options)?;
+        self.current = Current::read(&self.root)?;
+        if options.reindex {
+            // The full-text index is keyed to the snapshot just published.
+            let source = crate::catalog::stores::probe_store(&self.root, ".")
+                .ok_or_else(|| StoreError::Corrupt("CURRENT vanished during maintenance".into()))?;
+            crate::find::prepare::build_store_index(&self.root, &source)
+                .map_err(|e| StoreError::Internal(format!("full-text index: {e}")))?;
+            report.fts_indexed = true;
+        }
+        Ok(report)
+    }
+}
+
+/// Options of [`StorylineLanceStore::maintain`].
+#[derive(Debug, Clone)]
+pub struct MaintainOptions {
+    /// Versions older than this (and not committed) are removed.
+    pub retention: std::time::Duration,
+    /// Compact small fragments.
+    pub compact: bool,
+    /// Build or refresh scalar indexes.
+    pub reindex: bool,
+    /// Drop objects no committed row references.
+    pub gc_objects: bool,
+}
+
+impl Default for MaintainOptions {
+    fn default() -> Self {
+        MaintainOptions {
+            retention: std::time::Duration::from_secs(7 * 24 * 3600),
+            compact: true,
+            reindex: true,
+            gc_objects: true,
+        }
+    }
+}
+
+/// What [`StorylineLanceStore::maintain`] did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct MaintainReport {
+    /// Fragments removed by compaction.
+    pub fragments_removed: u64,
+    /// Fragments added by compaction.
+    pub fragments_added: u64,
+    /// Indexes built or refreshed.
+    pub indexes: u64,
+    /// Old versions removed.
+    pub versions_removed: u64,
+    /// Unreferenced objects removed.
+    pub objects_removed: u64,
+    /// The new generation.
+    pub generation: String,
+    /// Whether the full-text index was rebuilt for the new generation.
+    pub fts_indexed: bool,
+}

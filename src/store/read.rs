@@ -1,0 +1,300 @@
+//! Reading a pinned store: projected scans with large cells resolved, row
+//! counts, and reconstruction of the Storyline documents for export.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::{DataType, Int64Type, TimestampNanosecondType};
+use arrow::record_batch::RecordBatch;
+use serde_json::Value;
+
+use super::current::Committed;
+use super::lance_io::{count_rows, runtime, scan};
+use super::objects::{load_objects, referenced_ids, resolve};
+use super::schema::{dir_name, table_schema};
+use super::StoreError;
+use crate::formats::model::{Storyline, ToolCall, Turn};
+use crate::formats::storyline::format_rfc3339;
+use crate::table::Table;
+
+/// Reads one committed snapshot.
+#[derive(Debug, Clone)]
+pub struct StoreReader {
+    root: PathBuf,
+    committed: Option<Committed>,
+}
+
+impl StoreReader {
+    /// A reader of `committed` (None: an empty store).
+    pub fn open(root: &Path, committed: Option<Committed>) -> Result<Self, StoreError> {
+        Ok(StoreReader {
+            root: root.to_path_buf(),
+            committed,
+        })
+    }
+
+    fn table(&self, t: Table) -> Option<(String, u64)> {
+        let c = self.committed.as_ref()?;
+        let v = match t {
+            Table::Runs => c.runs_version,
+            Table::Steps => c.steps_version,
+            Table::ToolCalls => c.tool_calls_version,
+            _ => return None,
+        };
+        Some((
+            self.root
+                .join("generations")
+                .join(&c.table_generation)
+                .join(dir_name(t))
+                .display()
+                .to_string(),
+            v,
+        ))
+    }
+
+    /// Rows in a stored table.
+    pub fn count(&self, t: Table) -> Result<u64, StoreError> {
+        match self.table(t) {
+            Some((p, v)) => runtime().block_on(count_rows(&p, v)),
+            None => Ok(0),
+        }
+    }
+
+    /// Read `columns` (stored column names) of a stored table, with large
+    /// cells resolved. Rows come in storage order.
+    pub fn scan(&self, t: Table, columns: &[&str]) -> Result<Vec<RecordBatch>, StoreError> {
+        let Some((p, v)) = self.table(t) else {
+            let schema = Arc::new(
+                table_schema(t)
+                    .project(
+                        &columns
+                            .iter()
+                            .filter_map(|c| table_schema(t).index_of(c).ok())
+                            .collect::<Vec<_>>(),
+                    )
+                    .map_err(|e| StoreError::Internal(e.to_string()))?,
+            );
+            return Ok(vec![RecordBatch::new_empty(schema)]);
+        };
+        let batches = runtime().block_on(scan(&p, v, columns, None))?;
+        self.resolve_objects(batches)
+    }
+
+    fn resolve_objects(&self, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>, StoreError> {
+        let ids = referenced_ids(&batches);
+        if ids.is_empty() {
+            return Ok(batches);
+        }
+        let Some(ov) = self.committed.as_ref().and_then(|c| c.objects_version) else {
+            return Err(StoreError::Corrupt(
+                "rows reference objects but the store has none".into(),
+            ));
+        };
+        let path = self.root.join("objects.lance").display().to_string();
+        let mut objects = HashMap::new();
+        let ids: Vec<String> = ids.into_iter().collect();
+        for chunk in ids.chunks(512) {
+            // Ids are validated hex (see `referenced_ids`), so quoting is safe.
+            let filter = format!(
+                "content_id IN ({})",
+                chunk
+                    .iter()
+                    .map(|i| format!("'{i}'"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            );
+            let rows = runtime().block_on(scan(
+                &path,
+                ov,
+                &["content_id", "raw_length", "payload"],
+                Some(&filter),
+            ))?;
+            objects.extend(load_objects(&rows)?);
+        }
+        resolve(batches, &objects)
+    }
+
+    /// Rebuild every document, in storage order.
+    pub fn documents(&self) -> Result<Vec<Storyline>, StoreError> {
+        let all = |t: Table| {
+            let schema = table_schema(t);
+            let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            self.scan(t, &names)
+        };
+        let runs = all(Table::Runs)?;
+        let steps = all(Table::Steps)?;
+        let calls = all(Table::ToolCalls)?;
+        rebuild(&runs, &steps, &calls)
+    }
+}
+
+/// A column accessor by name.
+struct Row<'a> {
+    b: &'a RecordBatch,
+    i: usize,
+}
+
+impl Row<'_> {
+    fn col(&self, name: &str) -> Option<&dyn Array> {
+        let c = self.b.column_by_name(name)?;
+        (!c.is_null(self.i)).then_some(c.as_ref())
+    }
+    fn text(&self, name: &str) -> Option<String> {
+        self.col(name)
+            .map(|c| c.as_string::<i32>().value(self.i).to_string())
+    }
+    fn int(&self, name: &str) -> Option<i64> {
+        self.col(name)
+            .map(|c| c.as_primitive::<Int64Type>().value(self.i))
+    }
+    fn boolean(&self, name: &str) -> Option<bool> {
+        self.col(name).map(|c| c.as_boolean().value(self.i))
+    }
+    fn json(&self, name: &str) -> Result<Option<Value>, StoreError> {
+        match self.text(name) {
+            None => Ok(None),
+            Some(t) => serde_json::from_str(&t)
+                .map(Some)
+                .map_err(|e| StoreError::Corrupt(format!("column {name}: {e}"))),
+        }
+    }
+    fn typed<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<Option<T>, StoreError> {
+        match self.json(name)? {
+            None => Ok(None),
+            Some(v) => serde_json::from_value(v)
+                .map(Some)
+                .map_err(|e| StoreError::Corrupt(format!("column {name}: {e}"))),
+        }
+    }
+    /// A timestamp as given: the raw column when present, else RFC 3339.
+    fn ts(&self, name: &str, raw: &str) -> Result<Option<Value>, StoreError> {
+        if let Some(v) = self.json(raw)? {
+            return Ok(Some(v));
+        }
+        Ok(self.col(name).map(|c| {
+            let ns = match c.data_type() {
+                DataType::Timestamp(..) => {
+                    c.as_primitive::<TimestampNanosecondType>().value(self.i)
+                }
+                _ => 0,
+            };
+            Value::String(format_rfc3339(ns))
+        }))
+    }
+}
+
+fn rows(batches: &[RecordBatch]) -> impl Iterator<Item = Row<'_>> {
+    batches
+        .iter()
+        .flat_map(|b| (0..b.num_rows()).map(move |i| Row { b, i }))
+}
+
+fn req<T>(v: Option<T>, what: &str) -> Result<T, StoreError> {
+    v.ok_or_else(|| StoreError::Corrupt(format!("missing {what}")))
+}
+
+/// Reassemble documents from their rows (all three tables in storage order).
+fn rebuild(
+    runs: &[RecordBatch],
+    steps: &[RecordBatch],
+    calls: &[RecordBatch],
+) -> Result<Vec<Storyline>, StoreError> {
+    let mut docs: Vec<Storyline> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for r in rows(runs) {
+        let mut d = Storyline::new(
+            req(r.text("session_id"), "session_id")?,
+            req(r.text("agent_id"), "agent_id")?,
+        );
+        d.schema_version = req(r.text("schema_version"), "schema_version")?;
+        d.origin = r.typed("origin")?;
+        if r.boolean("run_id_explicit") == Some(true) {
+            d.run = r.text("run_id");
+        }
+        d.trajectory = r.text("trajectory_id");
+        d.attempt_id = r.text("attempt_id");
+        d.agent.name = r.text("agent_name");
+        d.agent.ver = r.text("agent_version");
+        d.agent.model = r.text("agent_model_name");
+        d.agent.tools = r.json("agent_tool_definitions")?;
+        d.agent.extra = r.json("agent_extra")?;
+        d.parent = r.typed("parent")?;
+        d.children = r.typed("children")?;
+        d.notes = r.text("notes");
+        d.task = r.typed("task")?;
+        d.prompt = r.typed("prompt")?;
+        d.started_at = r.ts("started_at", "started_at_raw")?;
+        d.finished_at = r.ts("finished_at", "finished_at_raw")?;
+        d.final_metrics = r.json("final_metrics")?;
+        d.continued_trajectory_ref = r.text("continued_trajectory_ref");
+        d.extra = r.json("extra")?;
+        d.meta = r.json("meta")?;
+        d.unknown_fields = r.json("unknown_fields")?;
+        d.unknown_key_counts = r.json("unknown_key_counts")?;
+        index.insert(req(r.text("document_id"), "document_id")?, docs.len());
+        docs.push(d);
+    }
+    let mut turn_index: HashMap<(usize, i64), usize> = HashMap::new();
+    for r in rows(steps) {
+        let doc_id = req(r.text("document_id"), "document_id")?;
+        let &di = index
+            .get(&doc_id)
+            .ok_or_else(|| StoreError::Corrupt(format!("step of unknown document {doc_id}")))?;
+        let msg = match r.text("message_kind").as_deref() {
+            Some("text") => Value::String(r.text("message_value").unwrap_or_default()),
+            _ => r.json("message_json")?.unwrap_or(Value::Null),
+        };
+        let mut t = Turn::new(
+            req(r.int("step_id"), "step_id")?,
+            req(r.text("step_source"), "step_source")?,
+            msg,
+        );
+        t.kind = r.text("kind");
+        t.ts = r.ts("timestamp", "timestamp_raw")?;
+        t.model = r.text("model_name");
+        t.effort = r.json("reasoning_effort")?;
+        t.reason = r.text("reasoning_content");
+        t.tool_calls = (r.boolean("had_tool_calls") == Some(true)).then(Vec::new);
+        t.observation = r.json("observation")?;
+        t.metrics = r.json("metrics")?;
+        t.nllm = r.int("llm_call_count");
+        t.copied = r.boolean("is_copied_context");
+        t.latency_ms = r.int("latency_ms");
+        t.ttft_ms = r.int("ttft_ms");
+        t.extra = r.json("extra")?;
+        t.env = r.typed("env")?;
+        t.prompt = r.typed("prompt_json")?;
+        t.finished_at = r.ts("finished_at", "finished_at_raw")?;
+        let ordinal = req(r.int("turn_ordinal"), "turn_ordinal")?;
+        turn_index.insert((di, ordinal), docs[di].turns.len());
+        docs[di].turns.push(t);
+    }
+    for r in rows(calls) {
+        let doc_id = req(r.text("document_id"), "document_id")?;
+        let &di = index.get(&doc_id).ok_or_else(|| {
+            StoreError::Corrupt(format!("tool call of unknown document {doc_id}"))
+        })?;
+        let ordinal = req(r.int("turn_ordinal"), "turn_ordinal")?;
+        let &ti = turn_index
+            .get(&(di, ordinal))
+            .ok_or_else(|| StoreError::Corrupt("tool call of an unknown step".into()))?;
+        let call = ToolCall {
+            tcid: req(r.text("tool_call_id"), "tool_call_id")?,
+            func: req(r.text("function_name"), "function_name")?,
+            args: req(r.json("arguments")?, "arguments")?,
+            result: r.json("result")?,
+            duration_ms: r.int("duration_ms"),
+            extra: r.json("extra")?,
+            kind: r.text("kind"),
+            response: r.typed("response")?,
+        };
+        docs[di].turns[ti]
+            .tool_calls
+            .get_or_insert_with(Vec::new)
+            .push(call);
+    }
+    Ok(docs)
+}

@@ -1,0 +1,47 @@
+//! Arrow schemas of the store tables: the logical table columns without
+//! `source_path` (a store is one Source), and the objects table.
+
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+
+use crate::table::Table;
+
+/// The tables a store holds.
+pub const STORE_TABLES: [Table; 3] = [Table::Runs, Table::Steps, Table::ToolCalls];
+
+/// Directory name of a table inside a generation.
+pub fn dir_name(t: Table) -> &'static str {
+    match t {
+        Table::Runs => "runs.lance",
+        Table::Steps => "steps.lance",
+        Table::ToolCalls => "tool_calls.lance",
+        Table::Trajectories | Table::Judgments => "derived",
+    }
+}
+
+/// Indexes into the logical table's columns that the store keeps (all but
+/// `source_path`).
+pub fn stored_columns(t: Table) -> Vec<usize> {
+    (1..t.columns().len()).collect()
+}
+
+/// The stored schema of a table.
+pub fn table_schema(t: Table) -> SchemaRef {
+    let cols = t.columns();
+    Arc::new(Schema::new(
+        stored_columns(t)
+            .into_iter()
+            .map(|i| Field::new(cols[i].name, cols[i].ty.arrow(), cols[i].nullable))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// The objects table: large cells by content id.
+pub fn objects_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("content_id", DataType::Utf8, false),
+        Field::new("raw_length", DataType::Int64, false),
+        Field::new("payload", DataType::LargeBinary, false),
+    ]))
+}

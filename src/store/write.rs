@@ -1,0 +1,435 @@
+//! Writing stores: [`StoreWriter`] creates a new store from documents
+//! (tables written concurrently while documents arrive), and `maintain`
+//! compacts, indexes and garbage-collects an existing one.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::thread::JoinHandle;
+
+use lance::dataset::optimize::{compact_files, CompactionOptions};
+use lance::index::DatasetIndexExt as _;
+use lance_index::scalar::ScalarIndexParams;
+use lance_index::IndexType;
+
+use super::current::{new_generation, sync_dir, Committed, Current, STORE_SCHEMA_VERSION};
+use super::lance_io::{create_table, lance_err, open_at, runtime, ChannelReader};
+use super::objects::{referenced_ids, ObjectSink};
+use super::schema::{dir_name, objects_schema, stored_columns, table_schema, STORE_TABLES};
+use super::{MaintainOptions, MaintainReport, StoreError};
+use crate::formats::model::Storyline;
+use crate::table::{Table, TableBuilder};
+
+/// Rows per written batch.
+const BATCH_ROWS: usize = 8192;
+/// Object bytes buffered before they are sent to the writer.
+const OBJECT_FLUSH_BYTES: usize = 16 << 20;
+
+/// What a write produced.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct WriteSummary {
+    /// Documents written.
+    pub trajectories: u64,
+    /// Steps written.
+    pub steps: u64,
+    /// Tool calls written.
+    pub tool_calls: u64,
+    /// Large cells stored as objects.
+    pub objects: u64,
+    /// Documents whose id collided with an earlier one: (old id, new id).
+    pub renamed_ids: Vec<(String, String)>,
+    /// The generation committed.
+    pub generation: String,
+}
+
+type Versions = [Option<u64>; 4];
+
+/// Writes a new store into a directory that must not exist yet.
+pub struct StoreWriter {
+    root: PathBuf,
+    generation: String,
+    builders: Vec<TableBuilder>,
+    senders: Vec<SyncSender<arrow::record_batch::RecordBatch>>,
+    worker: Option<JoinHandle<Result<Versions, StoreError>>>,
+    objects: ObjectSink,
+    sent: [bool; 4],
+    ordinal: usize,
+    doc_ids: HashSet<String>,
+    summary: WriteSummary,
+}
+
+impl std::fmt::Debug for StoreWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreWriter")
+            .field("root", &self.root)
+            .field("generation", &self.generation)
+            .finish_non_exhaustive()
+    }
+}
+
+fn table_path(root: &Path, generation: &str, t: Table) -> String {
+    root.join("generations")
+        .join(generation)
+        .join(dir_name(t))
+        .display()
+        .to_string()
+}
+
+impl StoreWriter {
+    /// Start a store at `root` (created; it must not exist).
+    pub fn create(root: &Path) -> Result<Self, StoreError> {
+        let io =
+            |e: std::io::Error| StoreError::Io(format!("cannot create {}: {e}", root.display()));
+        std::fs::create_dir(root).map_err(io)?;
+        let generation = new_generation(0);
+        std::fs::create_dir_all(root.join("generations").join(&generation)).map_err(io)?;
+        let mut senders = Vec::new();
+        let mut readers = Vec::new();
+        for t in STORE_TABLES {
+            let (tx, rx) = sync_channel(4);
+            senders.push(tx);
+            readers.push((
+                table_path(root, &generation, t),
+                ChannelReader {
+                    schema: table_schema(t),
+                    rx,
+                },
+            ));
+        }
+        let (otx, orx) = sync_channel(2);
+        senders.push(otx);
+        readers.push((
+            root.join("objects.lance").display().to_string(),
+            ChannelReader {
+                schema: objects_schema(),
+                rx: orx,
+            },
+        ));
+        let worker = std::thread::Builder::new()
+            .name("pchronicle-store-writer".into())
+            .spawn(move || {
+                runtime().block_on(async move {
+                    let mut it = readers.into_iter();
+                    let (p0, r0) = it.next().expect("four tables");
+                    let (p1, r1) = it.next().expect("four tables");
+                    let (p2, r2) = it.next().expect("four tables");
+                    let (p3, r3) = it.next().expect("four tables");
+                    let (a, b, c, d) = futures::join!(
+                        create_table(&p0, r0),
+                        create_table(&p1, r1),
+                        create_table(&p2, r2),
+                        create_table(&p3, r3)
+                    );
+                    Ok([Some(a?), Some(b?), Some(c?), d.ok()])
+                })
+            })
+            .map_err(|e| StoreError::Io(e.to_string()))?;
+        let builders = STORE_TABLES
+            .iter()
+            .map(|&t| TableBuilder::new(t, Some(&stored_columns(t))))
+            .collect();
+        Ok(StoreWriter {
+            root: root.to_path_buf(),
+            generation,
+            builders,
+            senders,
+            worker: Some(worker),
+            objects: ObjectSink::default(),
+            sent: [false; 4],
+            ordinal: 0,
+            doc_ids: HashSet::new(),
+            summary: WriteSummary::default(),
+        })
+    }
+
+    fn send(
+        &mut self,
+        i: usize,
+        batch: arrow::record_batch::RecordBatch,
+    ) -> Result<(), StoreError> {
+        let batch = if i < 3 {
+            self.objects.offload(batch)?
+        } else {
+            batch
+        };
+        self.sent[i] = true;
+        if self.senders[i].send(batch).is_err() {
+            return Err(self.worker_error());
+        }
+        if i < 3 && self.objects.pending_bytes() >= OBJECT_FLUSH_BYTES {
+            if let Some(o) = self.objects.drain() {
+                self.send(3, o)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The writer thread stopped: report its error.
+    fn worker_error(&mut self) -> StoreError {
+        self.senders.clear();
+        match self.worker.take().map(JoinHandle::join) {
+            Some(Ok(Err(e))) => e,
+            Some(Err(_)) => StoreError::Internal("the store writer panicked".into()),
+            _ => StoreError::Internal("the store writer stopped".into()),
+        }
+    }
+
+    /// Add one document. A document id already written gets a `#N` suffix
+    /// (reported in the summary).
+    pub fn push(&mut self, mut doc: Storyline) -> Result<(), StoreError> {
+        let id = doc.document_id().to_string();
+        if !self.doc_ids.insert(id.clone()) {
+            let mut n = 2;
+            let new = loop {
+                let candidate = format!("{id}#{n}");
+                if !self.doc_ids.contains(&candidate) {
+                    break candidate;
+                }
+                n += 1;
+            };
+            self.doc_ids.insert(new.clone());
+            doc.trajectory = Some(new.clone());
+            self.summary.renamed_ids.push((id, new));
+        }
+        self.summary.trajectories += 1;
+        self.summary.steps += doc.turns.len() as u64;
+        self.summary.tool_calls += doc.tool_call_count() as u64;
+        for i in 0..3 {
+            self.builders[i].push_document("", &doc, self.ordinal);
+            if self.builders[i].len() >= BATCH_ROWS {
+                let b = self.builders[i].finish();
+                self.send(i, b)?;
+            }
+        }
+        self.ordinal += 1;
+        Ok(())
+    }
+
+    /// Flush everything, wait for the tables, then publish `CURRENT`.
+    pub fn finish(mut self) -> Result<WriteSummary, StoreError> {
+        for i in 0..3 {
+            // Every table gets at least one (possibly empty) batch so it exists.
+            let b = self.builders[i].finish();
+            if b.num_rows() > 0 || !self.sent[i] {
+                self.send(i, b)?;
+            }
+        }
+        if let Some(o) = self.objects.drain() {
+            self.send(3, o)?;
+        }
+        self.senders.clear();
+        let versions = match self.worker.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r?,
+            Some(Err(_)) => return Err(StoreError::Internal("the store writer panicked".into())),
+            None => return Err(StoreError::Internal("the store writer is gone".into())),
+        };
+        let objects_version =
+            if self.objects.count > 0 {
+                Some(versions[3].ok_or_else(|| {
+                    StoreError::Internal("the objects table was not written".into())
+                })?)
+            } else {
+                let _ = std::fs::remove_dir_all(self.root.join("objects.lance"));
+                None
+            };
+        let committed = Committed {
+            schema_version: STORE_SCHEMA_VERSION,
+            generation: self.generation.clone(),
+            parent_generation: None,
+            table_generation: self.generation.clone(),
+            runs_version: versions[0].unwrap_or(0),
+            steps_version: versions[1].unwrap_or(0),
+            tool_calls_version: versions[2].unwrap_or(0),
+            objects_version,
+        };
+        sync_dir(&self.root.join("generations").join(&self.generation));
+        Current {
+            control_version: 1,
+            revision: 1,
+            committed: Some(committed),
+        }
+        .write(&self.root)?;
+        self.summary.objects = self.objects.count;
+        self.summary.generation.clone_from(&self.generation);
+        Ok(std::mem::take(&mut self.summary))
+    }
+}
+
+impl Drop for StoreWriter {
+    /// An abandoned writer (an import that failed half-way) stops its
+    /// table writers before its staging directory is removed.
+    fn drop(&mut self) {
+        self.senders.clear();
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+/// A held writer lock (released on drop).
+struct WriteLock(std::fs::File);
+
+fn lock(root: &Path) -> Result<WriteLock, StoreError> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(root.join(".write.lock"))
+        .map_err(|e| StoreError::Io(e.to_string()))?;
+    match f.try_lock() {
+        Ok(()) => Ok(WriteLock(f)),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::Locked),
+        Err(std::fs::TryLockError::Error(e)) => Err(StoreError::Io(e.to_string())),
+    }
+}
+
+impl Drop for WriteLock {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
+}
+
+/// Columns that get a scalar index, per table.
+fn indexed(t: Table) -> &'static [&'static str] {
+    match t {
+        Table::Runs => &["document_id", "session_id", "run_id"],
+        Table::Steps => &["document_id", "session_id"],
+        Table::ToolCalls => &["document_id", "tool_call_id", "function_name"],
+        _ => &[],
+    }
+}
+
+/// See [`super::StorylineLanceStore::maintain`].
+pub fn maintain(root: &Path, options: &MaintainOptions) -> Result<MaintainReport, StoreError> {
+    let _lock = lock(root)?;
+    let cur = Current::read(root)?;
+    let Some(c) = cur.committed.clone() else {
+        return Ok(MaintainReport::default());
+    };
+    let mut report = MaintainReport::default();
+    let gen_dir = root.join("generations").join(&c.table_generation);
+    let versions = [c.runs_version, c.steps_version, c.tool_calls_version];
+    let mut new_versions = versions;
+    let mut referenced = HashSet::new();
+    for (k, &t) in STORE_TABLES.iter().enumerate() {
+        let path = gen_dir.join(dir_name(t)).display().to_string();
+        let (v, removed, added, indexes, refs) = runtime().block_on(async {
+            let mut ds = open_at(&path, versions[k]).await?;
+            let (mut removed, mut added, mut indexes) = (0u64, 0u64, 0u64);
+            if options.compact {
+                let m = compact_files(&mut ds, CompactionOptions::default(), None)
+                    .await
+                    .map_err(lance_err)?;
+                removed += m.fragments_removed as u64;
+                added += m.fragments_added as u64;
+            }
+            if options.reindex && ds.count_rows(None).await.map_err(lance_err)? > 0 {
+                for col in indexed(t) {
+                    let params = ScalarIndexParams::default();
+                    ds.create_index(
+                        &[col],
+                        IndexType::BTree,
+                        Some(format!("pchronicle_{col}_idx")),
+                        &params,
+                        true,
+                    )
+                    .await
+                    .map_err(lance_err)?;
+                    indexes += 1;
+                }
+            }
+            let mut refs = HashSet::new();
+            if options.gc_objects && c.objects_version.is_some() {
+                let cols: Vec<String> = table_schema(t)
+                    .fields()
+                    .iter()
+                    .filter(|f| f.data_type() == &arrow::datatypes::DataType::Utf8)
+                    .map(|f| f.name().clone())
+                    .collect();
+                let cols: Vec<&str> = cols.iter().map(String::as_str).collect();
+                let batches =
+                    super::lance_io::scan(&path, ds.version().version, &cols, None).await?;
+                refs = referenced_ids(&batches);
+            }
+            Ok::<_, StoreError>((ds.version().version, removed, added, indexes, refs))
+        })?;
+        new_versions[k] = v;
+        report.fragments_removed += removed;
+        report.fragments_added += added;
+        report.indexes += indexes;
+        referenced.extend(refs);
+    }
+    let mut objects_version = c.objects_version;
+    if let (Some(ov), true) = (c.objects_version, options.gc_objects) {
+        let path = root.join("objects.lance").display().to_string();
+        let (v, removed) = runtime().block_on(async {
+            let ids = super::lance_io::scan(&path, ov, &["content_id"], None).await?;
+            let mut unreferenced = Vec::new();
+            for b in &ids {
+                let col = arrow::array::AsArray::as_string::<i32>(b.column(0));
+                for id in col.iter().flatten() {
+                    if !referenced.contains(id) {
+                        unreferenced.push(id.to_string());
+                    }
+                }
+            }
+            let mut ds = open_at(&path, ov).await?;
+            // Ids are 64 hex digits (checked on read), so they can be quoted safely.
+            for chunk in unreferenced.chunks(512) {
+                let list: Vec<String> = chunk
+                    .iter()
+                    .filter(|id| id.bytes().all(|b| b.is_ascii_hexdigit()))
+                    .map(|id| format!("'{id}'"))
+                    .collect();
+                if !list.is_empty() {
+                    ds.delete(&format!("content_id IN ({})", list.join(",")))
+                        .await
+                        .map_err(lance_err)?;
+                }
+            }
+            Ok::<_, StoreError>((ds.version().version, unreferenced.len() as u64))
+        })?;
+        objects_version = Some(v);
+        report.objects_removed = removed;
+    }
+    let generation = new_generation(cur.revision + 1);
+    let committed = Committed {
+        schema_version: STORE_SCHEMA_VERSION,
+        generation: generation.clone(),
+        parent_generation: Some(c.generation.clone()),
+        table_generation: c.table_generation.clone(),
+        runs_version: new_versions[0],
+        steps_version: new_versions[1],
+        tool_calls_version: new_versions[2],
+        objects_version,
+    };
+    Current {
+        control_version: 1,
+        revision: cur.revision + 1,
+        committed: Some(committed),
+    }
+    .write(root)?;
+    report.generation = generation;
+    // Only after the new snapshot is published: drop old versions.
+    let mut paths: Vec<String> = STORE_TABLES
+        .iter()
+        .map(|&t| gen_dir.join(dir_name(t)).display().to_string())
+        .collect();
+    if objects_version.is_some() {
+        paths.push(root.join("objects.lance").display().to_string());
+    }
+    for p in paths {
+        let removed = runtime().block_on(async {
+            let ds = lance::Dataset::open(&p).await.map_err(lance_err)?;
+            let older =
+                chrono::TimeDelta::from_std(options.retention).unwrap_or(chrono::TimeDelta::MAX);
+            let stats = ds
+                .cleanup_old_versions(older, None, None)
+                .await
+                .map_err(lance_err)?;
+            Ok::<_, StoreError>(stats.old_versions)
+        })?;
+        report.versions_removed += removed;
+    }
+    Ok(report)
+}

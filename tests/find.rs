@@ -1,0 +1,337 @@
+//! `find` semantics: every hit set equals a brute-force evaluation of the
+//! expression row by row (same analyzer, no index), Chinese recall equals a
+//! LIKE ground truth, and the cache index follows Source changes.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::Int64Type;
+use pchronicle::catalog::{DatasetUri, DiscoveryLimits};
+use pchronicle::dataset::Mounts;
+use pchronicle::find::exec::{self, selector_columns, Deadline, Identity};
+use pchronicle::find::index::BUILD_COLUMNS;
+use pchronicle::find::jsonpath::Predicate;
+use pchronicle::find::prepare::{self, BuildPolicy};
+use pchronicle::find::{parse_match_expression, FindExpr};
+use pchronicle::table::Table;
+
+type Key = (String, String, Option<String>, Option<i64>);
+
+struct Row {
+    key: Key,
+    role: Option<String>,
+    text: [Option<String>; 5],
+    json: [Option<serde_json::Value>; 2],
+}
+
+fn mounts(dir: &Path) -> Mounts {
+    let uri = DatasetUri::local(dir, Path::new("/"));
+    Mounts::open(
+        &[("dataset".into(), uri)],
+        DiscoveryLimits::default(),
+        false,
+        1 << 28,
+    )
+    .unwrap()
+}
+
+fn rows(m: &Mounts) -> Vec<Row> {
+    let batches = m
+        .scan_sources(
+            "dataset",
+            Table::Steps,
+            &BUILD_COLUMNS,
+            &|_| true,
+            &|b| Ok(b),
+            &|| Ok(()),
+        )
+        .unwrap();
+    let mut out = Vec::new();
+    for b in &batches {
+        let s = |i: usize, r: usize| {
+            let a = b.column(i).as_string::<i32>();
+            (!a.is_null(r)).then(|| a.value(r).to_string())
+        };
+        let step = b.column(4).as_primitive::<Int64Type>();
+        for r in 0..b.num_rows() {
+            out.push(Row {
+                key: (
+                    s(0, r).unwrap(),
+                    s(1, r).unwrap(),
+                    s(3, r),
+                    (!step.is_null(r)).then(|| step.value(r)),
+                ),
+                role: s(5, r),
+                text: [s(8, r), s(9, r), s(10, r), s(11, r), s(12, r)],
+                json: [
+                    s(13, r).and_then(|t| serde_json::from_str(&t).ok()),
+                    s(14, r).and_then(|t| serde_json::from_str(&t).ok()),
+                ],
+            });
+        }
+    }
+    out
+}
+
+/// The reference: evaluate the AST on one row without any index.
+fn reference(e: &FindExpr, row: &Row) -> bool {
+    match e {
+        FindExpr::Text { field, text, .. } => {
+            let terms = exec::query_terms(text).unwrap();
+            let (cols, role) = selector_columns(*field);
+            if role.is_some() && role != row.role.as_deref() {
+                return false;
+            }
+            cols.iter().any(|&c| {
+                row.text[c]
+                    .as_deref()
+                    .is_some_and(|t| exec::find_terms(t, &terms).is_some())
+            })
+        }
+        FindExpr::Json {
+            column,
+            path,
+            op,
+            value,
+            ..
+        } => {
+            let p = Predicate::new(path, *op, value).unwrap();
+            let cols: Vec<usize> = match column.as_deref() {
+                None => vec![0, 1],
+                Some("metrics") => vec![0],
+                Some("extra") => vec![1],
+                Some(other) => panic!("column {other}"),
+            };
+            cols.iter()
+                .any(|&c| row.json[c].as_ref().is_some_and(|v| p.eval(v)))
+        }
+        FindExpr::Not(x) => !reference(x, row),
+        FindExpr::And(v) => v.iter().all(|x| reference(x, row)),
+        FindExpr::Or(v) => v.iter().any(|x| reference(x, row)),
+    }
+}
+
+fn search(m: &Mounts, cache: &Path, expr: &FindExpr) -> (Vec<Key>, u64) {
+    let p = prepare::prepare(m, "dataset", Some(cache), BuildPolicy::Build, &|_| {});
+    assert!(p.fts_available, "{:?}", p.reason);
+    let list = exec::search_steps(
+        &p.indexes,
+        Some(expr),
+        &Identity::default(),
+        usize::MAX / 2,
+        Deadline {
+            at: None,
+            seconds: 0.0,
+        },
+    )
+    .unwrap();
+    let keys = list
+        .hits
+        .iter()
+        .map(|h| {
+            (
+                h.source_path.clone(),
+                h.document_id.clone(),
+                h.session_id.clone(),
+                h.step_id,
+            )
+        })
+        .collect();
+    (keys, list.total)
+}
+
+fn corpus(dir: &Path, runs: u64, format: &str, seed: u64) {
+    pchronicle::corpus::generate(&pchronicle::corpus::Options {
+        out: dir.to_path_buf(),
+        runs,
+        steps: 16,
+        seed,
+        format: format.into(),
+        subagent_every: 5,
+        files_per_dir: 10,
+    })
+    .unwrap();
+}
+
+const EXPRESSIONS: &[&str] = &[
+    "timeout",
+    "超时",
+    "数据库",
+    "重试",
+    "数据",
+    "请求超时",
+    "\"connection timeout\"",
+    "#user(超时)",
+    "#assistant(retry)",
+    "#agent(数据库)",
+    "#system(You)",
+    "#reasoning(缓存)",
+    "#observation(失败)",
+    "#prompt(queue)",
+    "#message(deploy)",
+    "#model(gpt)",
+    "#all(权限)",
+    "#content(latency)",
+    "timeout OR 超时",
+    "timeout AND NOT retry",
+    "NOT 超时",
+    "(#user(timeout) OR #assistant(retry)) AND NOT #system(example)",
+    "超时 AND $.priority>=2",
+    "数据库 OR $.priority=3",
+    "NOT (超时 OR timeout) AND #json.metrics(\"$.prompt_tokens\") > 3000",
+    "#json.extra(\"$.tags\")=\"important\"",
+    "$.score < 0.1",
+    "$.extra.latency_ms >= 4000 AND 重试",
+    "cache AND miss AND NOT 命中",
+    "Timeout",
+];
+
+#[test]
+fn every_hit_set_equals_the_reference_evaluation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    corpus(&data.join("atif"), 40, "atif", 11);
+    corpus(&data.join("actf"), 8, "actf", 12);
+    corpus(&data.join("openai"), 20, "openai", 13);
+    let cache = tmp.path().join("cache");
+    let m = mounts(&data);
+    let all = rows(&m);
+    assert!(all.len() > 500, "corpus too small: {}", all.len());
+    let mut informative = 0;
+    for text in EXPRESSIONS {
+        let e = parse_match_expression(text).unwrap();
+        let mut want: Vec<Key> = all
+            .iter()
+            .filter(|r| reference(&e, r))
+            .map(|r| r.key.clone())
+            .collect();
+        want.sort();
+        eprintln!("{text}: {} of {}", want.len(), all.len());
+        if !want.is_empty() && want.len() < all.len() {
+            informative += 1;
+        }
+        let (mut got, total) = search(&m, &cache, &e);
+        assert_eq!(total as usize, got.len(), "{text}: total");
+        got.sort();
+        assert_eq!(
+            got,
+            want,
+            "{text}: hit set differs ({} vs {} reference)",
+            got.len(),
+            want.len()
+        );
+    }
+    // The expressions discriminate: most match some rows but not all.
+    assert!(
+        informative >= EXPRESSIONS.len() - 3,
+        "only {informative} informative expressions"
+    );
+}
+
+#[test]
+fn chinese_recall_equals_like() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    corpus(&data, 60, "atif", 21);
+    let m = mounts(&data);
+    let all = rows(&m);
+    for word in ["超时", "数据库", "重试"] {
+        // LIKE '%word%' over the content columns (message, observation, prompt).
+        let like: BTreeSet<Key> = all
+            .iter()
+            .filter(|r| {
+                [0, 2, 3]
+                    .iter()
+                    .any(|&c| r.text[c].as_deref().is_some_and(|t| t.contains(word)))
+            })
+            .map(|r| r.key.clone())
+            .collect();
+        assert!(!like.is_empty(), "{word} never occurs");
+        let (got, _) = search(
+            &m,
+            &tmp.path().join("cache"),
+            &parse_match_expression(word).unwrap(),
+        );
+        let got: BTreeSet<Key> = got.into_iter().collect();
+        assert_eq!(got, like, "{word}: recall/precision differ from LIKE");
+    }
+}
+
+#[test]
+fn the_cache_index_follows_source_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    corpus(&data, 6, "atif", 31);
+    let cache = tmp.path().join("cache");
+    let find = |q: &str| {
+        let m = mounts(&data);
+        let p = prepare::prepare(&m, "dataset", Some(&cache), BuildPolicy::Build, &|_| {});
+        let hits = exec::search_steps(
+            &p.indexes,
+            Some(&parse_match_expression(q).unwrap()),
+            &Identity::default(),
+            1000,
+            Deadline {
+                at: None,
+                seconds: 0.0,
+            },
+        )
+        .unwrap();
+        (p.report, hits.hits)
+    };
+    let (r, _) = find("timeout");
+    assert_eq!(r.indexed_sources, 6);
+    let (r, _) = find("timeout");
+    assert_eq!(
+        (r.indexed_sources, r.reused_sources),
+        (0, 6),
+        "second search reuses the index"
+    );
+
+    // Change one file: only it is re-indexed, and its new text is found.
+    let file = data.join("part-0000/run-0000002.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    v["steps"][1]["message"] = serde_json::json!("zanzibar 独角兽 appears now");
+    std::fs::write(&file, serde_json::to_vec(&v).unwrap()).unwrap();
+    let (r, hits) = find("zanzibar");
+    assert_eq!(r.indexed_sources, 1);
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].source_path, "part-0000/run-0000002.json");
+    let (_, hits) = find("独角兽");
+    assert_eq!(hits.len(), 1);
+
+    // Delete it: its steps disappear from results.
+    std::fs::remove_file(&file).unwrap();
+    let (_, hits) = find("zanzibar");
+    assert!(hits.is_empty());
+
+    // Without permission to build, a stale index is reported unavailable.
+    corpus(&data.join("more"), 1, "atif", 32);
+    let m = mounts(&data);
+    let p = prepare::prepare(&m, "dataset", Some(&cache), BuildPolicy::ReuseOnly, &|_| {});
+    assert!(!p.fts_available);
+    assert!(p.reason.unwrap().contains("--no-build-index"));
+}
+
+#[test]
+fn deep_and_wide_expressions_do_not_overflow() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    corpus(&data, 3, "atif", 41);
+    let m = mounts(&data);
+    // Thousands of OR terms in one --match are refused by size, but combined
+    // expressions built in code may be large: evaluation is iterative.
+    let terms: Vec<FindExpr> = (0..3000)
+        .map(|i| parse_match_expression(&format!("word{i}")).unwrap())
+        .chain(std::iter::once(parse_match_expression("timeout").unwrap()))
+        .collect();
+    let e = FindExpr::Or(terms);
+    let (got, _) = search(&m, &tmp.path().join("cache"), &e);
+    let (want, _) = search(
+        &m,
+        &tmp.path().join("cache"),
+        &parse_match_expression("timeout").unwrap(),
+    );
+    assert_eq!(got, want);
+}
