@@ -113,7 +113,7 @@ fn reference(e: &FindExpr, row: &Row) -> bool {
 }
 
 fn search(m: &Mounts, cache: &Path, expr: &FindExpr) -> (Vec<Key>, u64) {
-    let p = prepare::prepare(m, "dataset", Some(cache), BuildPolicy::Build, &|_| {});
+    let p = prepare::prepare(m, "dataset", Some(cache), BuildPolicy::Build, &|_| {}).unwrap();
     assert!(p.fts_available, "{:?}", p.reason);
     let list = exec::search_steps(
         &p.indexes,
@@ -266,7 +266,7 @@ fn the_cache_index_follows_source_changes() {
     let cache = tmp.path().join("cache");
     let find = |q: &str| {
         let m = mounts(&data);
-        let p = prepare::prepare(&m, "dataset", Some(&cache), BuildPolicy::Build, &|_| {});
+        let p = prepare::prepare(&m, "dataset", Some(&cache), BuildPolicy::Build, &|_| {}).unwrap();
         let hits = exec::search_steps(
             &p.indexes,
             Some(&parse_match_expression(q).unwrap()),
@@ -309,7 +309,7 @@ fn the_cache_index_follows_source_changes() {
     // Without permission to build, a stale index is reported unavailable.
     corpus(&data.join("more"), 1, "atif", 32);
     let m = mounts(&data);
-    let p = prepare::prepare(&m, "dataset", Some(&cache), BuildPolicy::ReuseOnly, &|_| {});
+    let p = prepare::prepare(&m, "dataset", Some(&cache), BuildPolicy::ReuseOnly, &|_| {}).unwrap();
     assert!(!p.fts_available);
     assert!(p.reason.unwrap().contains("--no-build-index"));
 }

@@ -107,6 +107,7 @@ pub enum Command {
     /// Examples:
     ///   pchronicle query ./data "SELECT step_source, count(*) FROM steps GROUP BY 1"
     ///   pchronicle query --dataset a=./x --dataset b=./y "SELECT count(*) FROM a.runs"
+    #[command(verbatim_doc_comment)]
     Query(QueryArgs),
     /// Create a new Dataset (a Storyline Lance store) from exchange files.
     ///
@@ -137,13 +138,15 @@ pub enum Command {
     /// --source) narrow the search or look items up directly.
     ///
     /// The full-text index is built on first use and kept in the cache
-    /// directory ($XDG_CACHE_HOME/pchronicle); it is refreshed when a Source
-    /// changes. See docs/find.md.
+    /// directory ($PCHRONICLE_CACHE_DIR, else $XDG_CACHE_HOME/pchronicle, else
+    /// ~/.cache/pchronicle); it is refreshed when a Source changes. Imported
+    /// stores carry their own. See docs/find.md.
     ///
     /// Examples:
     ///   pchronicle find ./data --match timeout --match retry
     ///   pchronicle find ./data --match '#user("数据库") AND NOT #system(example)'
     ///   pchronicle find ./data --source runs/a.json --session-id s1 --step-id 7
+    #[command(verbatim_doc_comment)]
     Find(FindArgs),
 }
 

@@ -820,8 +820,7 @@ fn import_settings(
             };
             let stem: String = p
                 .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "import".into())
+                .map_or_else(|| "import".into(), |s| s.to_string_lossy().into_owned())
                 .chars()
                 .map(|c| {
                     if c.is_ascii_alphanumeric() || c == '-' || c == '_' {

@@ -414,7 +414,7 @@ impl Segment<'_> {
     fn json_of(&mut self, d: DocId) -> Result<&Vec<Option<Value>>, FindError> {
         if !self.json.contains_key(&d) {
             self.evaluated += 1;
-            if self.evaluated % 4096 == 0 {
+            if self.evaluated.is_multiple_of(4096) {
                 self.deadline.check()?;
             }
             let doc: TantivyDocument = self.store.get(d).map_err(index_err)?;
@@ -644,7 +644,7 @@ pub fn search_steps(
     Ok(HitList { hits, total })
 }
 
-fn stored<'a>(doc: &'a TantivyDocument, f: tantivy::schema::Field) -> Option<&'a str> {
+fn stored(doc: &TantivyDocument, f: tantivy::schema::Field) -> Option<&str> {
     doc.get_first(f).and_then(|v| v.as_str())
 }
 

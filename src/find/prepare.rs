@@ -104,14 +104,15 @@ pub fn open_store_index(s: &Source) -> Option<Searchable> {
 
 /// Prepare indexes for every step-bearing Source of mount `dataset`, with
 /// the Dataset's cache index in `cache` (see [`index::cache_dir`]; `None`
-/// indexes in memory).
+/// indexes in memory). Fails only when reading a Source fails the command
+/// (`--errors strict`, or a Source changed while it was read).
 pub fn prepare(
     mounts: &Mounts,
     dataset: &str,
     cache: Option<&Path>,
     policy: BuildPolicy,
     progress: &dyn Fn(&str),
-) -> Prepared {
+) -> Result<Prepared, SqlError> {
     let mut out = Prepared {
         indexes: Vec::new(),
         fts_available: true,
@@ -120,7 +121,7 @@ pub fn prepare(
         warnings: Vec::new(),
     };
     let Some(mount) = mounts.mounts().iter().find(|m| m.name == dataset) else {
-        return out;
+        return Ok(out);
     };
     let mut rest: Vec<&Source> = Vec::new();
     for s in &mount.snapshot.sources {
@@ -146,11 +147,12 @@ pub fn prepare(
         rest.push(s);
     }
     if rest.is_empty() {
-        return out;
+        return Ok(out);
     }
     let dir = cache;
     let disk = dir.map(|d| cached(mounts, dataset, d, &rest, policy, progress));
     match disk {
+        Some(Err(CacheError::Source(e))) => return Err(e),
         Some(Ok((ix, rep))) => {
             out.report.reused_sources += rest.len() - rep.indexed_sources;
             out.report.indexed_sources += rep.indexed_sources;
@@ -186,6 +188,7 @@ pub fn prepare(
                     out.report.cache = Some("memory".into());
                     out.indexes.push(ix);
                 }
+                Err(CacheError::Source(e)) => return Err(e),
                 Err(e) => {
                     out.fts_available = false;
                     out.reason = Some(format!("the full-text index could not be built: {e}"));
@@ -193,7 +196,7 @@ pub fn prepare(
             }
         }
     }
-    out
+    Ok(out)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -206,11 +209,15 @@ enum CacheError {
     Index(#[from] tantivy::TantivyError),
     #[error("{0}")]
     Scan(String),
+    /// Reading a Source failed (strict mode, or a Source that changed):
+    /// the command fails with that error.
+    #[error("{0}")]
+    Source(SqlError),
 }
 
 impl From<SqlError> for CacheError {
     fn from(e: SqlError) -> Self {
-        CacheError::Scan(format!("[{}] {e}", e.code()))
+        CacheError::Source(e)
     }
 }
 
@@ -353,7 +360,7 @@ fn in_memory(
             searcher: reader.searcher(),
             fields,
             src_override: None,
-            sources: todo.iter().map(|s| s.to_string()).collect(),
+            sources: todo.iter().map(std::string::ToString::to_string).collect(),
         },
         PrepareReport {
             indexed_sources: todo.len(),

@@ -2514,13 +2514,12 @@ fn rotate_json_access(
         | sql::Expr::InSubquery { expr, .. }
         | sql::Expr::Between { expr, .. } => *expr = access(expr),
         sql::Expr::IsNull(y) | sql::Expr::IsNotNull(y) => *y = access(y),
-        sql::Expr::BinaryOp { left: y, op: o, .. }
-            if matches!(
-                o,
-                B::Eq | B::NotEq | B::Lt | B::LtEq | B::Gt | B::GtEq | B::StringConcat
-            ) =>
-        {
-            *y = access(y)
+        sql::Expr::BinaryOp {
+            left: y,
+            op: B::Eq | B::NotEq | B::Lt | B::LtEq | B::Gt | B::GtEq | B::StringConcat,
+            ..
+        } => {
+            *y = access(y);
         }
         _ => return None,
     }

@@ -621,7 +621,7 @@ fn eval_case(
         0 => Ok(new_null_array(ty, 0)),
         1 => Ok(pieces.pop().expect("one piece")),
         _ => {
-            let refs: Vec<&dyn Array> = pieces.iter().map(|p| p.as_ref()).collect();
+            let refs: Vec<&dyn Array> = pieces.iter().map(std::convert::AsRef::as_ref).collect();
             Ok(arrow::compute::interleave(&refs, &slot)?)
         }
     }

@@ -94,6 +94,35 @@ fn refused(s: &sql::Statement) -> SqlError {
     }
 }
 
+/// The query selecting the addresses of `runs` rows that satisfy
+/// `condition` (one boolean SQL expression, parsed on its own so it cannot
+/// change the statement around it).
+pub fn runs_where(condition: &str, mount: &str) -> Result<String, SqlError> {
+    if condition.len() > MAX_SQL_BYTES {
+        return Err(SqlError::Syntax {
+            message: "the condition is too long".into(),
+        });
+    }
+    let dialect = GenericDialect {};
+    let mut p = Parser::new(&dialect)
+        .with_recursion_limit(super::bind::MAX_DEPTH)
+        .try_with_sql(condition)
+        .map_err(|e| SqlError::Syntax {
+            message: e.to_string(),
+        })?;
+    let expr = p.parse_expr().map_err(|e| SqlError::Syntax {
+        message: e.to_string(),
+    })?;
+    if p.peek_token().token != sqlparser::tokenizer::Token::EOF {
+        return Err(SqlError::Syntax {
+            message: format!("unexpected text after the condition `{expr}`"),
+        });
+    }
+    Ok(format!(
+        "SELECT source_path, document_id FROM {mount}.runs WHERE {expr}"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,33 +165,4 @@ mod tests {
         let deep = format!("SELECT {}1{}", "(".repeat(500), ")".repeat(500));
         assert_eq!(parse(&deep).unwrap_err().code(), "PC-SQL-018");
     }
-}
-
-/// The query selecting the addresses of `runs` rows that satisfy
-/// `condition` (one boolean SQL expression, parsed on its own so it cannot
-/// change the statement around it).
-pub fn runs_where(condition: &str, mount: &str) -> Result<String, SqlError> {
-    if condition.len() > MAX_SQL_BYTES {
-        return Err(SqlError::Syntax {
-            message: "the condition is too long".into(),
-        });
-    }
-    let dialect = GenericDialect {};
-    let mut p = Parser::new(&dialect)
-        .with_recursion_limit(super::bind::MAX_DEPTH)
-        .try_with_sql(condition)
-        .map_err(|e| SqlError::Syntax {
-            message: e.to_string(),
-        })?;
-    let expr = p.parse_expr().map_err(|e| SqlError::Syntax {
-        message: e.to_string(),
-    })?;
-    if p.peek_token().token != sqlparser::tokenizer::Token::EOF {
-        return Err(SqlError::Syntax {
-            message: format!("unexpected text after the condition `{expr}`"),
-        });
-    }
-    Ok(format!(
-        "SELECT source_path, document_id FROM {mount}.runs WHERE {expr}"
-    ))
 }

@@ -113,8 +113,7 @@ pub fn valid_generation(g: &str) -> bool {
 pub fn new_generation(seq: u64) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
+        .map_or(0, |d| d.as_nanos());
     format!("gen-{nanos}-{}-{seq}", std::process::id())
 }
 

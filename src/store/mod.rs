@@ -135,7 +135,7 @@ pub struct MaintainOptions {
 impl Default for MaintainOptions {
     fn default() -> Self {
         MaintainOptions {
-            retention: std::time::Duration::from_secs(7 * 24 * 3600),
+            retention: std::time::Duration::from_hours(168),
             compact: true,
             reindex: true,
             gc_objects: true,

@@ -159,7 +159,7 @@ pub fn resolve(
                 }
                 changed = true;
                 let mut out = Vec::with_capacity(s.len());
-                for v in s.iter() {
+                for v in s {
                     out.push(match v {
                         Some(d) if is_descriptor(d) => {
                             let (id, len) = parse_descriptor(d).ok_or_else(|| {

@@ -40,6 +40,10 @@ pub fn check_dataset_relative(rel: &str) -> Result<(), &'static str> {
     if rel.contains("://") {
         return Err("URIs are not allowed; give a path relative to the Dataset");
     }
+    // `.` alone names a store that is the Dataset itself.
+    if rel == "." {
+        return Ok(());
+    }
     for seg in rel.split('/') {
         match seg {
             "" => return Err("the path has an empty segment"),

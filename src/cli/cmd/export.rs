@@ -182,7 +182,12 @@ pub fn run(s: &ExportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
         );
     }
     out.info(&format!(
-        "exported {trajectories} trajectories as {n_records} {} record{}",
+        "exported {trajectories} {} as {n_records} {} record{}",
+        if trajectories == 1 {
+            "trajectory"
+        } else {
+            "trajectories"
+        },
         format_name(s.format),
         if n_records == 1 { "" } else { "s" }
     ));
@@ -294,8 +299,8 @@ impl StreamSink {
 
     fn finish(mut self, _out: &mut Out) -> Result<u64, Error> {
         self.w.flush().map_err(Error::Output)?;
-        drop(self.w);
-        if let Some((tmp, dst, overwrite)) = self.target {
+        drop(std::mem::replace(&mut self.w, Box::new(std::io::sink())));
+        if let Some((tmp, dst, overwrite)) = self.target.take() {
             let r = if overwrite {
                 std::fs::rename(&tmp, &dst)
             } else {
@@ -311,5 +316,14 @@ impl StreamSink {
             })?;
         }
         Ok(self.n)
+    }
+}
+
+impl Drop for StreamSink {
+    /// A failed export leaves no temporary file behind.
+    fn drop(&mut self) {
+        if let Some((tmp, _, _)) = self.target.take() {
+            let _ = std::fs::remove_file(tmp);
+        }
     }
 }

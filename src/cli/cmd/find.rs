@@ -82,7 +82,7 @@ pub fn run(s: &FindSettings, out: &mut Out) -> Result<ExitStatus, Error> {
                     BuildPolicy::ReuseOnly
                 },
                 &info,
-            );
+            )?;
             for (code, msg) in &prepared.warnings {
                 out.warn(code, msg);
             }
@@ -98,7 +98,7 @@ pub fn run(s: &FindSettings, out: &mut Out) -> Result<ExitStatus, Error> {
                 ));
             }
             fts_available = prepared.fts_available;
-            reason = prepared.reason.clone();
+            reason.clone_from(&prepared.reason);
             let deadline = deadline(s);
             exec::search_steps(
                 &prepared.indexes,
@@ -158,11 +158,11 @@ fn run_rows(mounts: &Mounts, d: Deadline) -> Result<Vec<RunRow>, Error> {
         };
         for r in 0..b.num_rows() {
             let src = get(0, r).unwrap_or_default();
-            if src != last {
+            if src == last {
+                ord += 1;
+            } else {
                 last.clone_from(&src);
                 ord = 0;
-            } else {
-                ord += 1;
             }
             rows.push(RunRow {
                 source_path: src,
@@ -251,7 +251,7 @@ fn render(
             "snapshot_id": snapshot_id,
             "query": {
                 "matches": s.matches,
-                "expression": s.expr.as_ref().map(|e| e.to_string()),
+                "expression": s.expr.as_ref().map(std::string::ToString::to_string),
             },
             "search": search,
             "truncated": truncated,

@@ -148,8 +148,7 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
     }
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
+        .map_or(0, |d| d.as_nanos());
     let staging = Staging {
         dir: parent.join(format!(
             ".{name}.pchronicle-staging-{}-{nanos}",
@@ -272,20 +271,24 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
     for w in &warnings {
         out.warn(
             w["code"].as_str().unwrap_or("PC-IMP-009"),
-            &format!(
+            format!(
                 "{} {}",
                 w.get("source_path").and_then(|v| v.as_str()).unwrap_or(""),
                 w["message"].as_str().unwrap_or("")
             )
-            .trim_start()
-            .to_string(),
+            .trim_start(),
         );
     }
     let elapsed = started.elapsed();
     out.info(&format!(
-        "created {} ({} trajectories, {} steps) in {:.1}s, {:.0} MB/s",
+        "created {} ({} {}, {} steps) in {:.1}s, {:.1} MB/s",
         target.display(),
         summary.trajectories,
+        if summary.trajectories == 1 {
+            "trajectory"
+        } else {
+            "trajectories"
+        },
         summary.steps,
         elapsed.as_secs_f64(),
         input_bytes as f64 / 1e6 / elapsed.as_secs_f64().max(1e-6)

@@ -30,10 +30,10 @@ pub fn encode(docs: &[Storyline], losses: &mut Losses) -> Vec<Value> {
         .collect()
 }
 
-fn get<'a>(
-    d: &'a Storyline,
+fn get(
+    d: &Storyline,
     f: fn(&crate::formats::model::TaskResult) -> Option<&Value>,
-) -> Option<&'a Value> {
+) -> Option<&Value> {
     d.task.as_ref()?.result.as_ref().and_then(f)
 }
 
