@@ -3,12 +3,19 @@
 //! Crate map (dependencies point downward only):
 //!
 //! - [`cli`] — clap types, resolved settings, one module per command, output writers.
+//! - [`analysis`] — the fixed reports, as SQL for the engine.
+//! - [`find`] — the RFC-0012 expression language, its full-text index and search.
+//! - [`sql`] — the read-only SQL engine: parser allow-list, binder, plans, operators.
+//! - [`dataset`] — the relations of mounted Datasets (the engine's data provider).
+//! - [`store`] — the Storyline Lance store: write, read, maintain.
 //! - [`catalog`] — Dataset URI normalisation, Source discovery, Catalog Snapshot.
+//! - [`table`] — relation schemas and row builders from the canonical model.
 //! - [`formats`] — the canonical model and one codec per exchange format.
 //! - [`error`] — the top-level error with stable codes and exit classes.
 //!
 //! Nothing below `cli` prints; library code returns values and errors.
 
+pub mod analysis;
 pub mod catalog;
 pub mod cli;
 pub mod corpus;

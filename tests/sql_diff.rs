@@ -177,6 +177,18 @@ fn differential_against_duckdb() {
     for f in &files {
         blocks.extend(parse_slt(f));
     }
+    // The analysis reports are plans on the same engine: check them too.
+    for r in [
+        pchronicle::analysis::Report::Agents,
+        pchronicle::analysis::Report::Models,
+        pchronicle::analysis::Report::Tools,
+    ] {
+        blocks.push(Block::Query {
+            label: format!("analysis-{}", r.name()),
+            ordered: true,
+            sql: pchronicle::analysis::sql(r, 100_000),
+        });
+    }
     let queries = blocks
         .iter()
         .filter(|b| matches!(b, Block::Query { .. }))

@@ -148,6 +148,54 @@ pub enum Command {
     ///   pchronicle find ./data --source runs/a.json --session-id s1 --step-id 7
     #[command(verbatim_doc_comment)]
     Find(FindArgs),
+    /// Fixed reports over a Dataset, run by the SQL engine.
+    ///
+    /// overview: Sources per format and state, with the runs, trajectories,
+    /// steps and tool calls they hold. agents: activity per agent name and
+    /// version. models: models declared by agents versus models observed on
+    /// steps, with tokens and cost. tools: calls per normalised function name
+    /// (trimmed, lowercased) with duration coverage and failures. The SQL of
+    /// each report is in docs/query-model.md; the same limits as `query` apply.
+    Analysis(AnalysisArgs),
+}
+
+/// `analysis overview|agents|models|tools [DATASET]`
+#[derive(Debug, Args)]
+#[allow(missing_docs)]
+pub struct AnalysisArgs {
+    /// Which report.
+    #[arg(value_enum)]
+    pub report: AnalysisReportArg,
+    #[command(flatten)]
+    pub dataset: DatasetArgs,
+    /// Output format: table on a terminal and JSON Lines otherwise (auto), or forced.
+    #[arg(long, value_enum, default_value_t = QueryFormatArg::Auto)]
+    pub format: QueryFormatArg,
+    /// Return at most this many rows.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub limit: u64,
+    /// Fail when the report runs longer than this many seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    pub timeout: f64,
+    /// Largest intermediate state (bytes) one operator may hold.
+    #[arg(long, value_name = "BYTES", default_value_t = 2 * 1024 * 1024 * 1024)]
+    pub memory_budget: u64,
+    /// Largest single JSON document or line accepted, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub max_document_bytes: u64,
+}
+
+/// The `analysis` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AnalysisReportArg {
+    /// Source readiness and totals per format.
+    Overview,
+    /// Activity per agent name and version.
+    Agents,
+    /// Declared versus observed models.
+    Models,
+    /// Tool calls per function, with duration coverage.
+    Tools,
 }
 
 /// `find [DATASET] --match EXPR …`

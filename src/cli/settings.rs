@@ -6,8 +6,9 @@ use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 
 use super::{
-    Cli, Command, DatasetArgs, DiscoveryArgs, ErrorsArg, ExportArgs, ExportFormatArg, FindArgs,
-    FindScopeArg, ImportArgs, InputFormatArg, OutputFormatArg, QueryArgs, QueryFormatArg,
+    AnalysisArgs, AnalysisReportArg, Cli, Command, DatasetArgs, DiscoveryArgs, ErrorsArg,
+    ExportArgs, ExportFormatArg, FindArgs, FindScopeArg, ImportArgs, InputFormatArg,
+    OutputFormatArg, QueryArgs, QueryFormatArg,
 };
 use crate::catalog::{DatasetUri, DiscoveryLimits};
 
@@ -323,6 +324,15 @@ impl Settings {
                 )?)),
                 OutputFormatArg::Json,
             ),
+            Command::Analysis(a) => {
+                let q = analysis_settings(a, env, settings_path.as_deref())?;
+                let fmt = if q.format == QueryFormat::Jsonl {
+                    OutputFormatArg::Json
+                } else {
+                    OutputFormatArg::Table
+                };
+                (CommandSettings::Query(Box::new(q)), fmt)
+            }
             Command::Query(a) => {
                 let q = query_settings(a, env, settings_path.as_deref())?;
                 let json = q.format == QueryFormat::Jsonl && q.output.is_none();
@@ -365,6 +375,11 @@ pub fn json_requested(cli: &Cli, stdout_tty: bool) -> bool {
         Command::Ls(a) => a.output.format,
         Command::Status(a) => a.output.format,
         Command::Find(a) => a.output.format,
+        Command::Analysis(a) => match a.format {
+            QueryFormatArg::Jsonl => OutputFormatArg::Json,
+            QueryFormatArg::Auto => OutputFormatArg::Auto,
+            _ => OutputFormatArg::Table,
+        },
         Command::Import(_) => OutputFormatArg::Json,
         Command::Export(_) => OutputFormatArg::Auto,
         Command::Query(a) => match (a.format, a.output.as_deref()) {
@@ -546,6 +561,48 @@ fn query_settings(
         max_document_bytes: positive("--max-document-bytes", a.max_document_bytes)?,
         limits,
         strict,
+    })
+}
+
+/// `analysis` is a fixed query: the same settings as `query`.
+fn analysis_settings(
+    a: &AnalysisArgs,
+    env: &Env,
+    settings_path: Option<&Path>,
+) -> Result<QuerySettings, SettingsError> {
+    use crate::analysis::Report;
+    let read = read_settings(&a.dataset, env, settings_path)?;
+    if !(a.timeout.is_finite() && a.timeout > 0.0 && a.timeout <= 31_536_000.0) {
+        return Err(SettingsError::InvalidValue {
+            flag: "--timeout",
+            reason: "must be a number of seconds in (0, 31536000]".into(),
+        });
+    }
+    let report = match a.report {
+        AnalysisReportArg::Overview => Report::Overview,
+        AnalysisReportArg::Agents => Report::Agents,
+        AnalysisReportArg::Models => Report::Models,
+        AnalysisReportArg::Tools => Report::Tools,
+    };
+    let format = match a.format {
+        QueryFormatArg::Table => QueryFormat::Table,
+        QueryFormatArg::Jsonl => QueryFormat::Jsonl,
+        QueryFormatArg::Csv => QueryFormat::Csv,
+        QueryFormatArg::Auto if env.stdout_tty => QueryFormat::Table,
+        QueryFormatArg::Auto => QueryFormat::Jsonl,
+    };
+    Ok(QuerySettings {
+        mounts: vec![("dataset".into(), read.dataset)],
+        sql: crate::analysis::sql(report, positive("--limit", a.limit)?),
+        format,
+        output: None,
+        max_rows: u64::MAX,
+        max_output_bytes: 256 * 1024 * 1024,
+        timeout: std::time::Duration::from_secs_f64(a.timeout),
+        memory_budget: positive("--memory-budget", a.memory_budget)?,
+        max_document_bytes: positive("--max-document-bytes", a.max_document_bytes)?,
+        limits: read.limits,
+        strict: read.strict,
     })
 }
 

@@ -84,6 +84,7 @@ pub fn filter(text: &str, temp: &Path) -> String {
         (r"file:size=\d+,mtime=-?\d+,ino=\d+", "[FILE_REF]"),
         (r"pchronicle \d+\.\d+\.\d+", "pchronicle [VERSION]"),
         (r"in \d+\.\d+s\b", "in [SECONDS]"),
+        (r"in \d+ ms\b", "in [MS]"),
     ];
     for (re, rep) in rules {
         s = regex::Regex::new(re)

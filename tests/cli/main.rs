@@ -2,6 +2,7 @@
 //! code, stdout and stderr (temp paths, snapshot ids and file fingerprints
 //! filtered).
 
+mod analysis;
 mod common;
 mod default_cmd;
 mod errors;
