@@ -38,6 +38,101 @@ fn push_filters(plan: Plan) -> Plan {
                     filter,
                 }
             }
+            Plan::Join {
+                left,
+                right,
+                kind,
+                on,
+                filter,
+                schema,
+            } => {
+                // Conjuncts over one side only filter that side's input; for
+                // a LEFT join only the preserved (left) side may be filtered
+                // early, since NULL-extended rows must still see the rest.
+                let nl = left.schema().fields().len();
+                let (mut to_left, mut to_right, mut keep) = (Vec::new(), Vec::new(), Vec::new());
+                for c in predicate.conjuncts() {
+                    let mut cols = Vec::new();
+                    c.columns(&mut cols);
+                    if !cols.is_empty() && cols.iter().all(|&i| i < nl) {
+                        to_left.push(c);
+                    } else if !cols.is_empty()
+                        && cols.iter().all(|&i| i >= nl)
+                        && matches!(kind, JoinKind::Inner)
+                    {
+                        let mut c = c;
+                        c.remap(&|i| i - nl);
+                        to_right.push(c);
+                    } else {
+                        keep.push(c);
+                    }
+                }
+                let wrap = |input: Box<Plan>, terms: Vec<Expr>| -> Box<Plan> {
+                    match Expr::and_all(terms) {
+                        Some(predicate) => {
+                            Box::new(push_filters(Plan::Filter { input, predicate }))
+                        }
+                        None => input,
+                    }
+                };
+                let join = Plan::Join {
+                    left: wrap(left, to_left),
+                    right: wrap(right, to_right),
+                    kind,
+                    on,
+                    filter,
+                    schema,
+                };
+                match Expr::and_all(keep) {
+                    Some(predicate) => Plan::Filter {
+                        input: Box::new(join),
+                        predicate,
+                    },
+                    None => join,
+                }
+            }
+            Plan::Project {
+                input,
+                exprs,
+                schema,
+            } => {
+                // Conjuncts that only read plain column pass-throughs move
+                // below the projection.
+                let (mut below, mut keep) = (Vec::new(), Vec::new());
+                for c in predicate.conjuncts() {
+                    let mut cols = Vec::new();
+                    c.columns(&mut cols);
+                    let plain = cols
+                        .iter()
+                        .all(|&i| matches!(exprs.get(i), Some(Expr::Column { .. })));
+                    if plain && !cols.is_empty() {
+                        let mut c = c;
+                        c.remap(&|i| match &exprs[i] {
+                            Expr::Column { index, .. } => *index,
+                            _ => i,
+                        });
+                        below.push(c);
+                    } else {
+                        keep.push(c);
+                    }
+                }
+                let input = match Expr::and_all(below) {
+                    Some(predicate) => Box::new(push_filters(Plan::Filter { input, predicate })),
+                    None => input,
+                };
+                let project = Plan::Project {
+                    input,
+                    exprs,
+                    schema,
+                };
+                match Expr::and_all(keep) {
+                    Some(predicate) => Plan::Filter {
+                        input: Box::new(project),
+                        predicate,
+                    },
+                    None => project,
+                }
+            }
             other => Plan::Filter {
                 input: Box::new(other),
                 predicate,
