@@ -670,7 +670,7 @@ fn step_hit(
         }
         for &c in cols {
             if let Some(text) = stored(doc, fields.text[c]) {
-                if let Some(at) = find_terms(text, &leaf.terms) {
+                if let Some(at) = locate(text, &leaf.terms) {
                     preview = Some(excerpt(text, at));
                     break 'leaves;
                 }
@@ -747,6 +747,23 @@ pub fn find_terms(text: &str, terms: &[(usize, String)]) -> Option<usize> {
         }
     }
     None
+}
+
+/// Byte offset of the first place `text` contains the first query term,
+/// compared in lowercase: where a preview starts. (A preview only needs a
+/// good place to cut; it does not re-run the analyzer.)
+pub fn locate(text: &str, terms: &[(usize, String)]) -> Option<usize> {
+    let first = &terms.first()?.1;
+    let mut lower = String::with_capacity(text.len());
+    let mut map = Vec::with_capacity(text.len());
+    for (i, c) in text.char_indices() {
+        for l in c.to_lowercase() {
+            let before = lower.len();
+            lower.push(l);
+            map.extend(std::iter::repeat_n(i, lower.len() - before));
+        }
+    }
+    lower.find(first.as_str()).map(|p| map[p])
 }
 
 /// A bounded one-line excerpt of `text` around byte offset `at`.
