@@ -26,7 +26,10 @@ ensure_tools() {
 }
 
 build_release() {
-  (cd "$ROOT" && cargo build --release --locked --bin pchronicle --example gen_corpus >&2)
+  # PCHRONICLE_BENCH_NO_BUILD=1 measures the binaries already built.
+  if [ -z "${PCHRONICLE_BENCH_NO_BUILD:-}" ]; then
+    (cd "$ROOT" && cargo build --release --locked --bin pchronicle --example gen_corpus >&2)
+  fi
   PC="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/pchronicle"
   GEN="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/examples/gen_corpus"
   export PC GEN

@@ -18,7 +18,7 @@ use tantivy::schema::{IndexRecordOption, Value as _};
 use tantivy::{DocId, Searcher, SegmentReader, TantivyDocument, Term};
 
 use super::ast::{FindExpr, TextField};
-use super::index::Fields;
+use super::index::{Fields, JSON_IN_STORE};
 use super::jsonpath::Predicate;
 use super::tokenize::{analyzer, tokens};
 use super::FindError;
@@ -406,6 +406,11 @@ struct Segment<'a> {
     store: tantivy::store::StoreReader,
     text: Vec<Bits>,
     json: HashMap<DocId, Vec<Option<Value>>>,
+    /// The JSON columns as dictionary-encoded fast columns (`None` when no
+    /// step of the segment has a value).
+    json_fast: Vec<Option<tantivy::columnar::StrColumn>>,
+    /// Predicate results per (predicate, column, dictionary ordinal).
+    memo: HashMap<(usize, usize, u64), bool>,
     deadline: Deadline,
     evaluated: u64,
 }
@@ -433,6 +438,38 @@ impl Segment<'_> {
         Ok(&self.json[&d])
     }
 
+    /// Does JSON column `c` of step `d` satisfy `p`? Each distinct cell
+    /// value is parsed and tested once per segment; cells too large for the
+    /// fast column come from the document store.
+    fn json_holds(&mut self, p: &Predicate, c: usize, d: DocId) -> Result<bool, FindError> {
+        let Some(col) = &self.json_fast[c] else {
+            return Ok(false);
+        };
+        let Some(o) = col.term_ords(d).next() else {
+            return Ok(false);
+        };
+        let key = (std::ptr::from_ref(p) as usize, c, o);
+        if let Some(&r) = self.memo.get(&key) {
+            return Ok(r);
+        }
+        let mut text = String::new();
+        col.ord_to_str(o, &mut text)
+            .map_err(|e| index_err(e.into()))?;
+        if text == JSON_IN_STORE {
+            let vals = self.json_of(d)?;
+            return Ok(vals[c].as_ref().is_some_and(|v| p.eval(v)));
+        }
+        self.evaluated += 1;
+        if self.evaluated.is_multiple_of(4096) {
+            self.deadline.check()?;
+        }
+        let r = serde_json::from_str::<Value>(&text)
+            .ok()
+            .is_some_and(|v| p.eval(&v));
+        self.memo.insert(key, r);
+        Ok(r)
+    }
+
     fn eval(&mut self, n: &Node, cand: &Bits) -> Result<Bits, FindError> {
         Ok(match n {
             Node::Text(i) => {
@@ -443,12 +480,11 @@ impl Segment<'_> {
             Node::Json(cols, p) => {
                 let mut b = Bits::empty(cand.len);
                 for d in cand.iter() {
-                    let vals = self.json_of(d)?;
-                    if cols
-                        .iter()
-                        .any(|&c| vals[c].as_ref().is_some_and(|v| p.eval(v)))
-                    {
-                        b.insert(d);
+                    for &c in cols {
+                        if self.json_holds(p, c, d)? {
+                            b.insert(d);
+                            break;
+                        }
                     }
                 }
                 b
@@ -579,6 +615,17 @@ pub fn search_steps(
                         store: seg.get_store_reader(64).map_err(|e| index_err(e.into()))?,
                         text,
                         json: HashMap::new(),
+                        json_fast: s
+                            .fields
+                            .json_fast
+                            .iter()
+                            .map(|f| {
+                                seg.fast_fields()
+                                    .str(s.fields.schema.get_field_name(*f))
+                                    .map_err(index_err)
+                            })
+                            .collect::<Result<_, _>>()?,
+                        memo: HashMap::new(),
                         deadline,
                         evaluated: 0,
                     };

@@ -19,8 +19,14 @@ use tantivy::{Index, IndexWriter, TantivyDocument, Term};
 
 use super::tokenize::{analyzer, TOKENIZER_NAME};
 
+/// JSON cells longer than this are not put in the fast column.
+pub const JSON_FAST_MAX_BYTES: usize = 16 * 1024;
+
+/// The fast-column value of a JSON cell kept only in the document store.
+pub const JSON_IN_STORE: &str = "\u{1}";
+
 /// Version of the index layout; an index with another version is rebuilt.
-pub const INDEX_VERSION: u32 = 1;
+pub const INDEX_VERSION: u32 = 2;
 
 /// File that records what an index covers.
 pub const META_FILE: &str = "pchronicle-index.json";
@@ -97,6 +103,9 @@ pub struct Fields {
     pub text: [Field; 5],
     /// JSON fields, one per [`JSON_COLUMNS`] entry (stored).
     pub json: [Field; 2],
+    /// The same JSON cells as dictionary-encoded fast columns (`<name>_fast`;
+    /// [`JSON_IN_STORE`] for cells above [`JSON_FAST_MAX_BYTES`]).
+    pub json_fast: [Field; 2],
 }
 
 impl Fields {
@@ -120,7 +129,11 @@ impl Fields {
             )
             .set_stored();
         let text = TEXT_COLUMNS.map(|c| b.add_text_field(c, opts.clone()));
+        // Stored, and a dictionary-encoded fast column: a JSON predicate is
+        // evaluated once per distinct value instead of once per step.
         let json = JSON_COLUMNS.map(|c| b.add_text_field(c, STORED));
+        let fast = TextOptions::default().set_fast("raw");
+        let json_fast = JSON_COLUMNS.map(|c| b.add_text_field(&format!("{c}_fast"), fast.clone()));
         Fields {
             schema: b.build(),
             src,
@@ -134,6 +147,7 @@ impl Fields {
             ts,
             text,
             json,
+            json_fast,
         }
     }
 
@@ -159,6 +173,10 @@ impl Fields {
                 f(TEXT_COLUMNS[4])?,
             ],
             json: [f(JSON_COLUMNS[0])?, f(JSON_COLUMNS[1])?],
+            json_fast: [
+                f(&format!("{}_fast", JSON_COLUMNS[0]))?,
+                f(&format!("{}_fast", JSON_COLUMNS[1]))?,
+            ],
         })
     }
 }
@@ -303,7 +321,15 @@ impl Builder {
             }
             for (i, a) in jsons.iter().enumerate() {
                 if let Some(v) = cell(*a, r) {
+                    // Values above the fast-column cap are stored in full and
+                    // marked in the column; readers take them from the store.
                     d.add_text(f.json[i], v);
+                    let fast = if v.len() > JSON_FAST_MAX_BYTES {
+                        JSON_IN_STORE
+                    } else {
+                        v
+                    };
+                    d.add_text(f.json_fast[i], fast);
                 }
             }
             self.writer.add_document(d)?;

@@ -229,6 +229,9 @@ impl<'a> P<'a> {
                                 .s
                                 .get(self.i..self.i + 4)
                                 .ok_or_else(|| self.err(self.i, "bad \\u escape"))?;
+                            if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                                return Err(self.err(self.i, "bad \\u escape"));
+                            }
                             let v = u32::from_str_radix(hex, 16)
                                 .map_err(|_| self.err(self.i, "bad \\u escape"))?;
                             out.push(
@@ -501,13 +504,18 @@ pub fn parse_match_expression(text: &str) -> Result<FindExpr, FindError> {
     let e = p.or()?;
     p.ws();
     if p.i < text.len() {
-        return Err(p.err(
-            p.i,
-            format!(
-                "unexpected `{}`",
-                p.word_at(p.i).chars().take(20).collect::<String>()
-            ),
-        ));
+        let word = p.word_at(p.i);
+        let shown: String = if word.is_empty() {
+            text[p.i..].chars().take(1).collect()
+        } else {
+            word.chars().take(20).collect()
+        };
+        let hint = if shown == ")" {
+            "(no `(` is open)"
+        } else {
+            "(join terms with AND or OR, or quote a phrase)"
+        };
+        return Err(p.err(p.i, format!("unexpected `{shown}` {hint}")));
     }
     Ok(e)
 }

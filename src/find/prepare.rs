@@ -215,6 +215,12 @@ enum CacheError {
     Source(SqlError),
 }
 
+impl From<crate::store::StoreError> for CacheError {
+    fn from(e: crate::store::StoreError) -> Self {
+        CacheError::Scan(e.to_string())
+    }
+}
+
 impl From<SqlError> for CacheError {
     fn from(e: SqlError) -> Self {
         CacheError::Source(e)
@@ -428,10 +434,7 @@ pub fn build_store_index(store_root: &Path, source: &Source) -> Result<(u64, u64
             .reader()
             .map_err(|e| CacheError::Scan(e.to_string()))?;
         let stored: Vec<&str> = BUILD_COLUMNS[1..].to_vec();
-        for b in reader
-            .scan(Table::Steps, &stored)
-            .map_err(|e| CacheError::Scan(e.to_string()))?
-        {
+        reader.scan_each(Table::Steps, &stored, |b| -> Result<(), CacheError> {
             let n = b.num_rows();
             let mut cols: Vec<arrow::array::ArrayRef> = vec![std::sync::Arc::new(
                 arrow::array::StringArray::from_iter_values(std::iter::repeat_n("", n)),
@@ -462,7 +465,8 @@ pub fn build_store_index(store_root: &Path, source: &Source) -> Result<(u64, u64
             let batch = arrow::array::RecordBatch::try_new(schema, cols)
                 .map_err(|e| CacheError::Scan(e.to_string()))?;
             builder.add_batch(&batch)?;
-        }
+            Ok(())
+        })?;
         let (steps, bytes) = builder.finish()?;
         IndexMeta {
             version: INDEX_VERSION,

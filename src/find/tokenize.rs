@@ -37,6 +37,11 @@ fn full() -> &'static Jieba {
     JIEBA.get_or_init(Jieba::new)
 }
 
+/// True once the full dictionary has been loaded in this process.
+pub fn dictionary_loaded() -> bool {
+    JIEBA.get().is_some()
+}
+
 /// Load the full dictionary now instead of on first use.
 pub fn warm_up() {
     full();
@@ -121,10 +126,13 @@ fn with_tokenizer(t: JiebaTokenizer) -> TextAnalyzer {
 /// the index analyzes it. Short texts (queries) are segmented with only the
 /// dictionary words they contain, so a query does not load the dictionary.
 pub fn tokens(text: &str) -> Vec<(String, usize)> {
-    let dict = if JIEBA.get().is_none() && text.chars().any(is_cjk) {
+    let dict = if JIEBA.get().is_some() {
+        None
+    } else if text.chars().any(is_cjk) {
         dictionary_for(text).map(Arc::new)
     } else {
-        None
+        // No CJK run: segmentation never consults the dictionary.
+        Some(Arc::new(Jieba::empty()))
     };
     let mut a = with_tokenizer(JiebaTokenizer {
         tokens: Vec::new(),

@@ -111,7 +111,7 @@ pub enum FormatError {
         message: String,
     },
     /// The record is not in the expected format at all.
-    #[error("{source_path}: record {record} is not a {expected} record")]
+    #[error("{source_path}: record {record} is not in the {expected} format")]
     NotThisFormat {
         /// Dataset-relative path.
         source_path: String,

@@ -61,16 +61,48 @@ fn example(d: &Storyline, losses: &mut Losses) -> Value {
             .and_then(|o| o.get("results"))
             .and_then(Value::as_array)
         {
-            for r in results {
+            // OpenAI tool messages must name their call. Results without a
+            // link answer the turn's unanswered calls in order; any left
+            // over have no call to answer and become user messages.
+            let calls: Vec<&str> = t
+                .tool_calls
+                .iter()
+                .flatten()
+                .map(|c| c.tcid.as_str())
+                .collect();
+            let linked: Vec<&str> = results
+                .iter()
+                .filter_map(crate::table::result_link)
+                .collect();
+            let mut unanswered = calls.iter().filter(|c| !linked.contains(c));
+            for (j, r) in results.iter().enumerate() {
+                let content = r.get("content").cloned().unwrap_or(Value::Null);
+                let link = match crate::table::result_link(r) {
+                    Some(id) => Some(id.to_string()),
+                    None => {
+                        let paired = unanswered.next().map(|c| (*c).to_string());
+                        losses.push(Loss::new(
+                            format!("/turns/{k}/observation/results/{j}"),
+                            if paired.is_some() {
+                                "a result without a tool call id is linked to the next unanswered call"
+                            } else {
+                                "a result without a tool call is written as a user message"
+                            },
+                        ));
+                        paired
+                    }
+                };
                 let mut tm = Map::new();
-                tm.insert("role".into(), json!("tool"));
-                if let Some(id) = crate::table::result_link(r) {
-                    tm.insert("tool_call_id".into(), json!(id));
+                match link {
+                    Some(id) => {
+                        tm.insert("role".into(), json!("tool"));
+                        tm.insert("tool_call_id".into(), json!(id));
+                    }
+                    None => {
+                        tm.insert("role".into(), json!("user"));
+                    }
                 }
-                tm.insert(
-                    "content".into(),
-                    r.get("content").cloned().unwrap_or(Value::Null),
-                );
+                tm.insert("content".into(), content);
                 messages.push(Value::Object(tm));
             }
         }

@@ -111,12 +111,42 @@ pub fn parse_timestamp(v: &Value) -> Option<i64> {
             if let Some(i) = n.as_i64() {
                 return i.checked_mul(1_000_000_000);
             }
+            if let Some(ns) = decimal_seconds_to_nanos(&n.to_string()) {
+                return Some(ns);
+            }
             let f = n.as_f64()?;
             let ns = (f * 1e9).round();
             (ns.is_finite() && ns.abs() < 9.2e18).then_some(ns as i64)
         }
         _ => None,
     }
+}
+
+/// Epoch seconds written as a plain decimal (`1785329601.25`) to
+/// nanoseconds, exactly: the digits are read as text, so no precision is
+/// lost to a float (digits beyond nanoseconds are rounded half up).
+fn decimal_seconds_to_nanos(text: &str) -> Option<i64> {
+    let (neg, body) = match text.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, text),
+    };
+    let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+    if int.is_empty()
+        || !int.bytes().all(|b| b.is_ascii_digit())
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let secs: i64 = int.parse().ok()?;
+    let mut nanos: i64 = 0;
+    for b in frac.bytes().chain(std::iter::repeat(b'0')).take(9) {
+        nanos = nanos * 10 + i64::from(b - b'0');
+    }
+    if frac.as_bytes().get(9).is_some_and(|b| *b >= b'5') {
+        nanos += 1;
+    }
+    let total = secs.checked_mul(1_000_000_000)?.checked_add(nanos)?;
+    Some(if neg { -total } else { total })
 }
 
 /// Parse RFC 3339 (also with a space instead of `T`) to epoch nanoseconds.
@@ -148,6 +178,17 @@ mod tests {
         );
         assert!(parse_timestamp(&json!("2026-08-01 00:00:00+00:00")).is_some());
         assert_eq!(parse_timestamp(&json!(1.25)), Some(1_250_000_000));
+        // Large epochs with fractions keep every digit (no float rounding).
+        assert_eq!(
+            parse_timestamp(&json!(1_785_329_601.25)),
+            Some(1_785_329_601_250_000_000)
+        );
+        // A JSON number holds a double: its shortest decimal form is used.
+        assert_eq!(
+            parse_timestamp(&json!(1_785_329_601.123_456_7)),
+            Some(1_785_329_601_123_456_700)
+        );
+        assert_eq!(parse_timestamp(&json!(-1.5)), Some(-1_500_000_000));
         assert_eq!(parse_timestamp(&json!("yesterday")), None);
         assert_eq!(format_rfc3339(1_250_000_000), "1970-01-01T00:00:01.250Z");
     }

@@ -29,7 +29,37 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
 }
 
 pub fn lance_err(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Lance(e.to_string())
+    StoreError::Lance(strip_source_locations(&e.to_string()))
+}
+
+/// Lance appends the Rust source location of an error (`, /path/x.rs:12:5`)
+/// to its message; users get the message only.
+pub fn strip_source_locations(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    while let Some(at) = rest.find(".rs:") {
+        // The location token starts after the last separator before `.rs:`.
+        let head = &rest[..at];
+        let start = head
+            .rfind(|c: char| c.is_whitespace() || c == '(' || c == '[')
+            .map_or(0, |i| i + 1);
+        let tail = &rest[at + 4..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_digit() || c == ':'))
+            .unwrap_or(tail.len());
+        let token = &rest[start..at];
+        if end == 0 || !(token.contains('/') || token.contains('\\')) {
+            out.push_str(&rest[..at + 4]);
+            rest = tail;
+            continue;
+        }
+        let kept = rest[..start].trim_end_matches([' ', ',', '(', '[']);
+        out.push_str(kept);
+        rest = &tail[end..];
+        rest = rest.strip_prefix([')', ']']).unwrap_or(rest);
+    }
+    out.push_str(rest);
+    out.trim().to_string()
 }
 
 /// A record batch reader fed by a channel (Lance pulls it on a background
@@ -98,6 +128,20 @@ pub async fn scan(
     Ok(out)
 }
 
+/// The batches of `columns` of `path@version` in storage order, as a stream
+/// (pull it with `runtime().block_on(stream.next())`, one batch at a time).
+pub async fn scan_stream(
+    path: &str,
+    version: u64,
+    columns: &[&str],
+) -> Result<lance::dataset::scanner::DatasetRecordBatchStream, StoreError> {
+    let ds = open_at(path, version).await?;
+    let mut scanner = ds.scan();
+    scanner.scan_in_order(true);
+    scanner.project(columns).map_err(lance_err)?;
+    scanner.try_into_stream().await.map_err(lance_err)
+}
+
 /// Rows of `path@version`.
 pub async fn count_rows(path: &str, version: u64) -> Result<u64, StoreError> {
     let ds = open_at(path, version).await?;
@@ -105,4 +149,27 @@ pub async fn count_rows(path: &str, version: u64) -> Result<u64, StoreError> {
         .await
         .map(|n| n as u64)
         .map_err(lance_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_source_locations;
+
+    #[test]
+    fn source_locations_are_removed() {
+        assert_eq!(
+            strip_source_locations(
+                "Dataset already exists: /tmp/x/runs.lance, /root/.cargo/registry/src/idx/lance-14.0.2/src/dataset.rs:812:31"
+            ),
+            "Dataset already exists: /tmp/x/runs.lance"
+        );
+        assert_eq!(
+            strip_source_locations("Not found: a (/home/u/lance-io/src/object_store.rs:9:1), more"),
+            "Not found: a, more"
+        );
+        assert_eq!(
+            strip_source_locations("plain main.rs: text"),
+            "plain main.rs: text"
+        );
+    }
 }

@@ -11,7 +11,7 @@ use arrow::record_batch::RecordBatch;
 use serde_json::Value;
 
 use super::current::Committed;
-use super::lance_io::{count_rows, runtime, scan};
+use super::lance_io::{count_rows, lance_err, runtime, scan, scan_stream};
 use super::objects::{load_objects, referenced_ids, resolve};
 use super::schema::{dir_name, table_schema};
 use super::StoreError;
@@ -80,6 +80,27 @@ impl StoreReader {
         };
         let batches = runtime().block_on(scan(&p, v, columns, None))?;
         self.resolve_objects(batches)
+    }
+
+    /// Like [`StoreReader::scan`], one batch at a time: memory stays at a
+    /// batch, not the table.
+    pub fn scan_each<E: From<StoreError>>(
+        &self,
+        t: Table,
+        columns: &[&str],
+        mut each: impl FnMut(RecordBatch) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let Some((p, v)) = self.table(t) else {
+            return Ok(());
+        };
+        let mut stream = runtime().block_on(scan_stream(&p, v, columns))?;
+        while let Some(b) = runtime().block_on(futures::StreamExt::next(&mut stream)) {
+            let b = b.map_err(lance_err)?;
+            for r in self.resolve_objects(vec![b])? {
+                each(r)?;
+            }
+        }
+        Ok(())
     }
 
     fn resolve_objects(&self, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>, StoreError> {

@@ -42,7 +42,9 @@ pub struct WriteSummary {
     pub generation: String,
 }
 
-type Versions = [Option<u64>; 4];
+/// Table versions, and the objects table's error (it matters only when
+/// objects were written: an empty objects table is not created).
+type Versions = ([Option<u64>; 4], Option<StoreError>);
 
 /// Writes a new store into a directory that must not exist yet.
 pub struct StoreWriter {
@@ -120,7 +122,11 @@ impl StoreWriter {
                         create_table(&p2, r2),
                         create_table(&p3, r3)
                     );
-                    Ok([Some(a?), Some(b?), Some(c?), d.ok()])
+                    let (d, d_err) = match d {
+                        Ok(v) => (Some(v), None),
+                        Err(e) => (None, Some(e)),
+                    };
+                    Ok(([Some(a?), Some(b?), Some(c?), d], d_err))
                 })
             })
             .map_err(|e| StoreError::Io(e.to_string()))?;
@@ -218,20 +224,25 @@ impl StoreWriter {
             self.send(3, o)?;
         }
         self.senders.clear();
-        let versions = match self.worker.take().map(JoinHandle::join) {
+        let (versions, objects_error) = match self.worker.take().map(JoinHandle::join) {
             Some(Ok(r)) => r?,
             Some(Err(_)) => return Err(StoreError::Internal("the store writer panicked".into())),
             None => return Err(StoreError::Internal("the store writer is gone".into())),
         };
-        let objects_version =
-            if self.objects.count > 0 {
-                Some(versions[3].ok_or_else(|| {
-                    StoreError::Internal("the objects table was not written".into())
-                })?)
-            } else {
-                let _ = std::fs::remove_dir_all(self.root.join("objects.lance"));
-                None
-            };
+        let objects_version = if self.objects.count > 0 {
+            match (versions[3], objects_error) {
+                (Some(v), _) => Some(v),
+                (None, Some(e)) => return Err(e),
+                (None, None) => {
+                    return Err(StoreError::Internal(
+                        "the objects table was not written".into(),
+                    ))
+                }
+            }
+        } else {
+            let _ = std::fs::remove_dir_all(self.root.join("objects.lance"));
+            None
+        };
         let committed = Committed {
             schema_version: STORE_SCHEMA_VERSION,
             generation: self.generation.clone(),

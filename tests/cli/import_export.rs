@@ -458,3 +458,71 @@ fn export_selects_by_session_source_and_where() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn openai_export_links_or_relabels_results_without_call_ids() {
+    let env = TestEnv::new();
+    // Step 2 has one call and two results without `source_call_id`: the
+    // first answers the call, the second has no call left to answer.
+    env.write(
+        "in/t.json",
+        r#"{"schema_version":"ATIF-v1.6","session_id":"s1",
+            "agent":{"name":"a","version":"1"},
+            "steps":[
+              {"step_id":1,"source":"user","message":"list files"},
+              {"step_id":2,"source":"agent","message":"running ls",
+               "tool_calls":[{"tool_call_id":"c1","function_name":"ls","arguments":{}}],
+               "observation":{"results":[{"content":"a.txt"},{"content":"disk almost full"}]}}
+            ]}"#,
+    );
+    let dir = env.path().join("in");
+    let o = env
+        .cmd()
+        .args([
+            "export",
+            "--from",
+            dir.to_str().unwrap(),
+            "--format",
+            "openai-messages",
+            "--output",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("linked to the next unanswered call"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("written as a user message"), "{stderr}");
+    let ex = &records(&String::from_utf8(o.stdout).unwrap())[0];
+    let msgs = ex["messages"].as_array().unwrap();
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "user"]);
+    assert_eq!(msgs[2]["tool_call_id"], "c1");
+    assert_eq!(msgs[2]["content"], "a.txt");
+    assert_eq!(msgs[3]["content"], "disk almost full");
+    // The export reads back as a valid OpenAI messages Source.
+    env.write("back/x.jsonl", format!("{ex}\n"));
+    let back = env.path().join("back");
+    let o = env
+        .cmd()
+        .args(["status", back.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let st = json(&o);
+    assert_eq!(st["totals"]["error"], 0, "{st}");
+    assert_eq!(st["totals"]["steps"], 3, "{st}");
+}

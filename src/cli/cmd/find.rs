@@ -300,7 +300,7 @@ fn render(
             row.push(h.preview.clone());
             t.row(row);
         }
-        if kept.is_empty() {
+        if kept.is_empty() && !truncated {
             t.footer("(0 matches)");
         } else if truncated {
             t.footer("(truncated)");
