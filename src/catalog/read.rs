@@ -203,16 +203,18 @@ fn store_failure(src: &Source, e: &crate::store::StoreError) -> ReadFailure {
 fn read_store(src: &Source, sink: &mut dyn FnMut(&Storyline)) -> Result<SourceRead, ReadFailure> {
     let store = open_store(src)?;
     let reader = store.reader().map_err(|e| store_failure(src, &e))?;
-    let docs = reader.documents().map_err(|e| store_failure(src, &e))?;
     let mut counts = SourceCounts::default();
     let mut runs: HashSet<String> = HashSet::new();
-    for d in &docs {
-        counts.trajectories += 1;
-        counts.steps += d.turns.len() as u64;
-        counts.tool_calls += d.tool_call_count() as u64;
-        runs.insert(d.run_id().to_string());
-        sink(d);
-    }
+    reader
+        .documents_each(|d| -> Result<(), crate::store::StoreError> {
+            counts.trajectories += 1;
+            counts.steps += d.turns.len() as u64;
+            counts.tool_calls += d.tool_call_count() as u64;
+            runs.insert(d.run_id().to_string());
+            sink(&d);
+            Ok(())
+        })
+        .map_err(|e| store_failure(src, &e))?;
     counts.runs = runs.len() as u64;
     Ok(SourceRead {
         counts,

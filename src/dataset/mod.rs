@@ -565,19 +565,20 @@ impl Mounts {
         })?;
         // Lance needs at least one column; read one when only source_path is asked for.
         let read_cols: Vec<&str> = if stored.is_empty() {
-            vec!["document_id"]
+            // The first non-null integer column is the cheapest to decode.
+            let first_int = cols
+                .iter()
+                .skip(1)
+                .find(|c| !c.nullable && c.ty.arrow() == arrow::datatypes::DataType::Int64);
+            vec![first_int.map_or("document_id", |c| c.name)]
         } else {
             stored.clone()
         };
-        let batches = reader
-            .scan(table, &read_cols)
-            .map_err(|e| SqlError::Source {
-                code: e.code(),
-                message: e.to_string(),
-            })?;
         let schema = TableBuilder::new(table, Some(columns)).schema();
-        let mut out = Vec::with_capacity(batches.len());
-        for b in batches {
+        let mut out = Vec::new();
+        // Batches are filtered as they arrive (Lance decodes the next ones
+        // meanwhile), so only rows that pass are kept.
+        reader.scan_each(table, &read_cols, |b| -> Result<(), SqlError> {
             let n = b.num_rows();
             let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
             for &i in columns {
@@ -595,7 +596,8 @@ impl Mounts {
             let opts = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(n));
             let batch = RecordBatch::try_new_with_options(schema.clone(), arrays, &opts)?;
             out.push(post(batch)?);
-        }
+            Ok(())
+        })?;
         Ok(out)
     }
 }
@@ -622,4 +624,13 @@ fn sources_batch(sources: &[Source]) -> Result<RecordBatch, SqlError> {
         ),
     ];
     Ok(RecordBatch::try_new(sources_schema(), cols)?)
+}
+
+impl From<crate::store::StoreError> for SqlError {
+    fn from(e: crate::store::StoreError) -> Self {
+        SqlError::Source {
+            code: e.code(),
+            message: e.to_string(),
+        }
+    }
 }

@@ -295,7 +295,6 @@ impl Bits {
         self.words[(d / 64) as usize] |= 1 << (d % 64);
     }
 
-    #[cfg(test)]
     fn contains(&self, d: DocId) -> bool {
         self.words[(d / 64) as usize] & (1 << (d % 64)) != 0
     }
@@ -409,8 +408,9 @@ struct Segment<'a> {
     /// The JSON columns as dictionary-encoded fast columns (`None` when no
     /// step of the segment has a value).
     json_fast: Vec<Option<tantivy::columnar::StrColumn>>,
-    /// Predicate results per (predicate, column, dictionary ordinal).
-    memo: HashMap<(usize, usize, u64), bool>,
+    /// Predicate results per (predicate, column, dictionary ordinal):
+    /// 0 false, 1 true, 2 the cell is only in the document store.
+    memo: HashMap<(usize, usize, u64), u8>,
     deadline: Deadline,
     evaluated: u64,
 }
@@ -438,36 +438,84 @@ impl Segment<'_> {
         Ok(&self.json[&d])
     }
 
-    /// Does JSON column `c` of step `d` satisfy `p`? Each distinct cell
-    /// value is parsed and tested once per segment; cells too large for the
+    /// Add to `out` the candidates whose JSON column `c` satisfies `p`.
+    /// Each distinct cell value is parsed and tested once per segment, read
+    /// from the column dictionary in ordinal order; cells too large for the
     /// fast column come from the document store.
-    fn json_holds(&mut self, p: &Predicate, c: usize, d: DocId) -> Result<bool, FindError> {
+    fn json_column(
+        &mut self,
+        p: &Predicate,
+        c: usize,
+        cand: &Bits,
+        out: &mut Bits,
+    ) -> Result<(), FindError> {
+        const FALSE: u8 = 0;
+        const TRUE: u8 = 1;
+        const IN_STORE: u8 = 2;
         let Some(col) = &self.json_fast[c] else {
-            return Ok(false);
+            return Ok(());
         };
-        let Some(o) = col.term_ords(d).next() else {
-            return Ok(false);
-        };
-        let key = (std::ptr::from_ref(p) as usize, c, o);
-        if let Some(&r) = self.memo.get(&key) {
-            return Ok(r);
+        let pkey = std::ptr::from_ref(p) as usize;
+        let mut need: Vec<(DocId, u64)> = Vec::new();
+        for d in cand.iter() {
+            if out.contains(d) {
+                continue;
+            }
+            if let Some(o) = col.term_ords(d).next() {
+                need.push((d, o));
+            }
         }
-        let mut text = String::new();
-        col.ord_to_str(o, &mut text)
+        let mut ords: Vec<u64> = need
+            .iter()
+            .map(|&(_, o)| o)
+            .filter(|&o| !self.memo.contains_key(&(pkey, c, o)))
+            .collect();
+        ords.sort_unstable();
+        ords.dedup();
+        let mut results = Vec::with_capacity(ords.len());
+        let mut failed = None;
+        col.dictionary()
+            .sorted_ords_to_term_cb(&ords, |bytes| {
+                if failed.is_some() {
+                    return;
+                }
+                if results.len() % 4096 == 4095 {
+                    if let Err(e) = self.deadline.check() {
+                        failed = Some(e);
+                        return;
+                    }
+                }
+                let r = if bytes == JSON_IN_STORE.as_bytes() {
+                    IN_STORE
+                } else {
+                    u8::from(
+                        serde_json::from_slice::<Value>(bytes)
+                            .ok()
+                            .is_some_and(|v| p.eval(&v)),
+                    )
+                };
+                results.push(r);
+            })
             .map_err(|e| index_err(e.into()))?;
-        if text == JSON_IN_STORE {
-            let vals = self.json_of(d)?;
-            return Ok(vals[c].as_ref().is_some_and(|v| p.eval(v)));
+        if let Some(e) = failed {
+            return Err(e);
         }
-        self.evaluated += 1;
-        if self.evaluated.is_multiple_of(4096) {
-            self.deadline.check()?;
+        for (o, r) in ords.into_iter().zip(results) {
+            self.memo.insert((pkey, c, o), r);
         }
-        let r = serde_json::from_str::<Value>(&text)
-            .ok()
-            .is_some_and(|v| p.eval(&v));
-        self.memo.insert(key, r);
-        Ok(r)
+        for (d, o) in need {
+            match self.memo.get(&(pkey, c, o)).copied().unwrap_or(FALSE) {
+                TRUE => out.insert(d),
+                IN_STORE => {
+                    let vals = self.json_of(d)?;
+                    if vals[c].as_ref().is_some_and(|v| p.eval(v)) {
+                        out.insert(d);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     fn eval(&mut self, n: &Node, cand: &Bits) -> Result<Bits, FindError> {
@@ -479,13 +527,8 @@ impl Segment<'_> {
             }
             Node::Json(cols, p) => {
                 let mut b = Bits::empty(cand.len);
-                for d in cand.iter() {
-                    for &c in cols {
-                        if self.json_holds(p, c, d)? {
-                            b.insert(d);
-                            break;
-                        }
-                    }
+                for &c in cols {
+                    self.json_column(p, c, cand, &mut b)?;
                 }
                 b
             }

@@ -137,6 +137,85 @@ impl StoreReader {
         resolve(batches, &objects)
     }
 
+    /// Batches of `columns` of table `t`, pulled one at a time.
+    fn batches(&self, t: Table, columns: &[&str]) -> Result<Batches<'_>, StoreError> {
+        let stream = match self.table(t) {
+            Some((p, v)) => Some(runtime().block_on(scan_stream(&p, v, columns))?),
+            None => None,
+        };
+        Ok(Batches {
+            reader: self,
+            stream,
+            ready: std::collections::VecDeque::new(),
+        })
+    }
+
+    /// Rebuild every document in storage order, handing each to `each` as
+    /// soon as its rows have been read: memory holds the `runs` rows and a
+    /// window of steps, not the whole store.
+    pub fn documents_each<E: From<StoreError>>(
+        &self,
+        mut each: impl FnMut(Storyline) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let all = |t: Table| -> Vec<String> {
+            table_schema(t)
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect()
+        };
+        let (runs_cols, steps_cols, calls_cols) =
+            (all(Table::Runs), all(Table::Steps), all(Table::ToolCalls));
+        fn refs(v: &[String]) -> Vec<&str> {
+            v.iter().map(String::as_str).collect()
+        }
+        let mut a = Assembly::default();
+        a.add_runs(&self.scan(Table::Runs, &refs(&runs_cols))?)?;
+        let mut steps = self.batches(Table::Steps, &refs(&steps_cols))?;
+        let mut calls = self.batches(Table::ToolCalls, &refs(&calls_cols))?;
+        // A call row read but not yet attached (its document is still open).
+        let mut pending: Option<(usize, i64, ToolCall)> = None;
+        let mut done = 0usize;
+        loop {
+            let batch = steps.next_batch()?;
+            // Documents before `open` have all their steps.
+            let open = match &batch {
+                Some(b) => {
+                    let mut last = done;
+                    for r in rows(std::slice::from_ref(b)) {
+                        last = last.max(a.add_step(&r)?);
+                    }
+                    last
+                }
+                None => a.docs.len(),
+            };
+            loop {
+                let next = match pending.take() {
+                    Some(c) => Some(c),
+                    None => calls.next_call(&a)?,
+                };
+                let Some((di, ordinal, call)) = next else {
+                    break;
+                };
+                if di >= open {
+                    pending = Some((di, ordinal, call));
+                    break;
+                }
+                a.add_call(di, ordinal, call)?;
+            }
+            for di in done..open {
+                if let Some(d) = a.take(di) {
+                    each(d)?;
+                }
+            }
+            done = done.max(open);
+            if batch.is_none() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Rebuild every document, in storage order.
     pub fn documents(&self) -> Result<Vec<Storyline>, StoreError> {
         let all = |t: Table| {
@@ -149,6 +228,49 @@ impl StoreReader {
         let steps = all(Table::Steps)?;
         let calls = all(Table::ToolCalls)?;
         rebuild(&runs, &steps, &calls)
+    }
+}
+
+/// A table read batch by batch (objects resolved per batch).
+struct Batches<'a> {
+    reader: &'a StoreReader,
+    stream: Option<lance::dataset::scanner::DatasetRecordBatchStream>,
+    /// Call rows of the current batch not handed out yet.
+    ready: std::collections::VecDeque<(usize, i64, ToolCall)>,
+}
+
+impl Batches<'_> {
+    fn next_batch(&mut self) -> Result<Option<RecordBatch>, StoreError> {
+        loop {
+            let Some(stream) = &mut self.stream else {
+                return Ok(None);
+            };
+            let Some(b) = runtime().block_on(futures::StreamExt::next(stream)) else {
+                self.stream = None;
+                return Ok(None);
+            };
+            let b = b.map_err(lance_err)?;
+            if b.num_rows() == 0 {
+                continue;
+            }
+            let mut out = self.reader.resolve_objects(vec![b])?;
+            return Ok(out.pop());
+        }
+    }
+
+    /// The next tool-call row, with its document position.
+    fn next_call(&mut self, a: &Assembly) -> Result<Option<(usize, i64, ToolCall)>, StoreError> {
+        while self.ready.is_empty() {
+            let Some(b) = self.next_batch()? else {
+                return Ok(None);
+            };
+            for r in rows(std::slice::from_ref(&b)) {
+                let (doc_id, ordinal, call) = call_of(&r)?;
+                let di = a.position(&doc_id, "tool call")?;
+                self.ready.push_back((di, ordinal, call));
+            }
+        }
+        Ok(self.ready.pop_front())
     }
 }
 
@@ -217,105 +339,170 @@ fn req<T>(v: Option<T>, what: &str) -> Result<T, StoreError> {
     v.ok_or_else(|| StoreError::Corrupt(format!("missing {what}")))
 }
 
+/// A document (without steps) from its `runs` row, with its document id.
+fn run_doc(r: &Row<'_>) -> Result<(String, Storyline), StoreError> {
+    let mut d = Storyline::new(
+        req(r.text("session_id"), "session_id")?,
+        req(r.text("agent_id"), "agent_id")?,
+    );
+    d.schema_version = req(r.text("schema_version"), "schema_version")?;
+    d.origin = r.typed("origin")?;
+    if r.boolean("run_id_explicit") == Some(true) {
+        d.run = r.text("run_id");
+    }
+    d.trajectory = r.text("trajectory_id");
+    d.attempt_id = r.text("attempt_id");
+    d.agent.name = r.text("agent_name");
+    d.agent.ver = r.text("agent_version");
+    d.agent.model = r.text("agent_model_name");
+    d.agent.tools = r.json("agent_tool_definitions")?;
+    d.agent.extra = r.json("agent_extra")?;
+    d.parent = r.typed("parent")?;
+    d.children = r.typed("children")?;
+    d.notes = r.text("notes");
+    d.task = r.typed("task")?;
+    d.prompt = r.typed("prompt")?;
+    d.started_at = r.ts("started_at", "started_at_raw")?;
+    d.finished_at = r.ts("finished_at", "finished_at_raw")?;
+    d.final_metrics = r.json("final_metrics")?;
+    d.continued_trajectory_ref = r.text("continued_trajectory_ref");
+    d.extra = r.json("extra")?;
+    d.meta = r.json("meta")?;
+    d.unknown_fields = r.json("unknown_fields")?;
+    d.unknown_key_counts = r.json("unknown_key_counts")?;
+    Ok((req(r.text("document_id"), "document_id")?, d))
+}
+
+/// A step from its `steps` row: (document id, turn ordinal, turn).
+fn step_turn(r: &Row<'_>) -> Result<(String, i64, Turn), StoreError> {
+    let doc_id = req(r.text("document_id"), "document_id")?;
+    let msg = match r.text("message_kind").as_deref() {
+        Some("text") => Value::String(r.text("message_value").unwrap_or_default()),
+        _ => r.json("message_json")?.unwrap_or(Value::Null),
+    };
+    let mut t = Turn::new(
+        req(r.int("step_id"), "step_id")?,
+        req(r.text("step_source"), "step_source")?,
+        msg,
+    );
+    t.kind = r.text("kind");
+    t.ts = r.ts("timestamp", "timestamp_raw")?;
+    t.model = r.text("model_name");
+    t.effort = r.json("reasoning_effort")?;
+    t.reason = r.text("reasoning_content");
+    t.tool_calls = (r.boolean("had_tool_calls") == Some(true)).then(Vec::new);
+    t.observation = r.json("observation")?;
+    t.metrics = r.json("metrics")?;
+    t.nllm = r.int("llm_call_count");
+    t.copied = r.boolean("is_copied_context");
+    t.latency_ms = r.int("latency_ms");
+    t.ttft_ms = r.int("ttft_ms");
+    t.extra = r.json("extra")?;
+    t.env = r.typed("env")?;
+    t.prompt = r.typed("prompt_json")?;
+    t.finished_at = r.ts("finished_at", "finished_at_raw")?;
+    let ordinal = req(r.int("turn_ordinal"), "turn_ordinal")?;
+    Ok((doc_id, ordinal, t))
+}
+
+/// A tool call from its `tool_calls` row: (document id, turn ordinal, call).
+fn call_of(r: &Row<'_>) -> Result<(String, i64, ToolCall), StoreError> {
+    let doc_id = req(r.text("document_id"), "document_id")?;
+    let ordinal = req(r.int("turn_ordinal"), "turn_ordinal")?;
+    let call = ToolCall {
+        tcid: req(r.text("tool_call_id"), "tool_call_id")?,
+        func: req(r.text("function_name"), "function_name")?,
+        args: req(r.json("arguments")?, "arguments")?,
+        result: r.json("result")?,
+        duration_ms: r.int("duration_ms"),
+        extra: r.json("extra")?,
+        kind: r.text("kind"),
+        response: r.typed("response")?,
+    };
+    Ok((doc_id, ordinal, call))
+}
+
+/// Documents being reassembled: runs rows first, then steps and calls
+/// attached by document id and turn ordinal.
+#[derive(Default)]
+struct Assembly {
+    docs: Vec<Option<Storyline>>,
+    index: HashMap<String, usize>,
+    /// Turn positions by ordinal, per document not yet handed out.
+    turns: HashMap<usize, HashMap<i64, usize>>,
+}
+
+impl Assembly {
+    fn add_runs(&mut self, batches: &[RecordBatch]) -> Result<(), StoreError> {
+        for r in rows(batches) {
+            let (id, d) = run_doc(&r)?;
+            self.index.insert(id, self.docs.len());
+            self.docs.push(Some(d));
+        }
+        Ok(())
+    }
+
+    fn position(&self, doc_id: &str, what: &str) -> Result<usize, StoreError> {
+        self.index
+            .get(doc_id)
+            .copied()
+            .ok_or_else(|| StoreError::Corrupt(format!("{what} of unknown document {doc_id}")))
+    }
+
+    fn doc(&mut self, di: usize) -> Result<&mut Storyline, StoreError> {
+        self.docs[di].as_mut().ok_or_else(|| {
+            StoreError::Corrupt("rows of one document are not contiguous in storage order".into())
+        })
+    }
+
+    /// Attach a step; returns its document's position.
+    fn add_step(&mut self, r: &Row<'_>) -> Result<usize, StoreError> {
+        let (doc_id, ordinal, t) = step_turn(r)?;
+        let di = self.position(&doc_id, "step")?;
+        let d = self.doc(di)?;
+        let at = d.turns.len();
+        d.turns.push(t);
+        self.turns.entry(di).or_default().insert(ordinal, at);
+        Ok(di)
+    }
+
+    /// Attach a tool call.
+    fn add_call(&mut self, di: usize, ordinal: i64, call: ToolCall) -> Result<(), StoreError> {
+        let ti = self
+            .turns
+            .get(&di)
+            .and_then(|m| m.get(&ordinal))
+            .copied()
+            .ok_or_else(|| StoreError::Corrupt("tool call of an unknown step".into()))?;
+        self.doc(di)?.turns[ti]
+            .tool_calls
+            .get_or_insert_with(Vec::new)
+            .push(call);
+        Ok(())
+    }
+
+    /// Hand out document `di` (it gets no more rows).
+    fn take(&mut self, di: usize) -> Option<Storyline> {
+        self.turns.remove(&di);
+        self.docs[di].take()
+    }
+}
+
 /// Reassemble documents from their rows (all three tables in storage order).
 fn rebuild(
     runs: &[RecordBatch],
     steps: &[RecordBatch],
     calls: &[RecordBatch],
 ) -> Result<Vec<Storyline>, StoreError> {
-    let mut docs: Vec<Storyline> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    for r in rows(runs) {
-        let mut d = Storyline::new(
-            req(r.text("session_id"), "session_id")?,
-            req(r.text("agent_id"), "agent_id")?,
-        );
-        d.schema_version = req(r.text("schema_version"), "schema_version")?;
-        d.origin = r.typed("origin")?;
-        if r.boolean("run_id_explicit") == Some(true) {
-            d.run = r.text("run_id");
-        }
-        d.trajectory = r.text("trajectory_id");
-        d.attempt_id = r.text("attempt_id");
-        d.agent.name = r.text("agent_name");
-        d.agent.ver = r.text("agent_version");
-        d.agent.model = r.text("agent_model_name");
-        d.agent.tools = r.json("agent_tool_definitions")?;
-        d.agent.extra = r.json("agent_extra")?;
-        d.parent = r.typed("parent")?;
-        d.children = r.typed("children")?;
-        d.notes = r.text("notes");
-        d.task = r.typed("task")?;
-        d.prompt = r.typed("prompt")?;
-        d.started_at = r.ts("started_at", "started_at_raw")?;
-        d.finished_at = r.ts("finished_at", "finished_at_raw")?;
-        d.final_metrics = r.json("final_metrics")?;
-        d.continued_trajectory_ref = r.text("continued_trajectory_ref");
-        d.extra = r.json("extra")?;
-        d.meta = r.json("meta")?;
-        d.unknown_fields = r.json("unknown_fields")?;
-        d.unknown_key_counts = r.json("unknown_key_counts")?;
-        index.insert(req(r.text("document_id"), "document_id")?, docs.len());
-        docs.push(d);
-    }
-    let mut turn_index: HashMap<(usize, i64), usize> = HashMap::new();
+    let mut a = Assembly::default();
+    a.add_runs(runs)?;
     for r in rows(steps) {
-        let doc_id = req(r.text("document_id"), "document_id")?;
-        let &di = index
-            .get(&doc_id)
-            .ok_or_else(|| StoreError::Corrupt(format!("step of unknown document {doc_id}")))?;
-        let msg = match r.text("message_kind").as_deref() {
-            Some("text") => Value::String(r.text("message_value").unwrap_or_default()),
-            _ => r.json("message_json")?.unwrap_or(Value::Null),
-        };
-        let mut t = Turn::new(
-            req(r.int("step_id"), "step_id")?,
-            req(r.text("step_source"), "step_source")?,
-            msg,
-        );
-        t.kind = r.text("kind");
-        t.ts = r.ts("timestamp", "timestamp_raw")?;
-        t.model = r.text("model_name");
-        t.effort = r.json("reasoning_effort")?;
-        t.reason = r.text("reasoning_content");
-        t.tool_calls = (r.boolean("had_tool_calls") == Some(true)).then(Vec::new);
-        t.observation = r.json("observation")?;
-        t.metrics = r.json("metrics")?;
-        t.nllm = r.int("llm_call_count");
-        t.copied = r.boolean("is_copied_context");
-        t.latency_ms = r.int("latency_ms");
-        t.ttft_ms = r.int("ttft_ms");
-        t.extra = r.json("extra")?;
-        t.env = r.typed("env")?;
-        t.prompt = r.typed("prompt_json")?;
-        t.finished_at = r.ts("finished_at", "finished_at_raw")?;
-        let ordinal = req(r.int("turn_ordinal"), "turn_ordinal")?;
-        turn_index.insert((di, ordinal), docs[di].turns.len());
-        docs[di].turns.push(t);
+        a.add_step(&r)?;
     }
     for r in rows(calls) {
-        let doc_id = req(r.text("document_id"), "document_id")?;
-        let &di = index.get(&doc_id).ok_or_else(|| {
-            StoreError::Corrupt(format!("tool call of unknown document {doc_id}"))
-        })?;
-        let ordinal = req(r.int("turn_ordinal"), "turn_ordinal")?;
-        let &ti = turn_index
-            .get(&(di, ordinal))
-            .ok_or_else(|| StoreError::Corrupt("tool call of an unknown step".into()))?;
-        let call = ToolCall {
-            tcid: req(r.text("tool_call_id"), "tool_call_id")?,
-            func: req(r.text("function_name"), "function_name")?,
-            args: req(r.json("arguments")?, "arguments")?,
-            result: r.json("result")?,
-            duration_ms: r.int("duration_ms"),
-            extra: r.json("extra")?,
-            kind: r.text("kind"),
-            response: r.typed("response")?,
-        };
-        docs[di].turns[ti]
-            .tool_calls
-            .get_or_insert_with(Vec::new)
-            .push(call);
+        let (doc_id, ordinal, call) = call_of(&r)?;
+        let di = a.position(&doc_id, "tool call")?;
+        a.add_call(di, ordinal, call)?;
     }
-    Ok(docs)
+    Ok((0..a.docs.len()).filter_map(|di| a.take(di)).collect())
 }

@@ -445,3 +445,64 @@ fn imported_stores_carry_their_own_index() {
     b.sort_by_key(|x| x.0.to_string() + &x.1.to_string());
     assert_eq!(a, b);
 }
+
+#[test]
+fn json_predicates_read_large_cells_from_the_document_store() {
+    // Cells above the fast-column cap (16 KiB) are evaluated from the stored
+    // document; small ones through the column. Both must match alike.
+    let env = TestEnv::new();
+    let big = "x".repeat(20_000);
+    env.write(
+        "ds/t.json",
+        format!(
+            r#"{{"schema_version":"ATIF-v1.6","session_id":"s1","agent":{{"name":"a","version":"1"}},
+            "steps":[
+              {{"step_id":1,"source":"user","message":"deploy the cache","extra":{{"priority":3,"blob":"{big}"}}}},
+              {{"step_id":2,"source":"agent","message":"deploy done","extra":{{"priority":3}}}},
+              {{"step_id":3,"source":"agent","message":"deploy later","extra":{{"priority":1,"blob":"{big}"}}}}
+            ]}}"#
+        ),
+    );
+    let o = find(
+        &env,
+        &[
+            "ds",
+            "--match",
+            "deploy AND $.priority >= 2",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v = json(&o);
+    let ids: Vec<i64> = v["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["step_id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, [1, 2], "{v}");
+    let o = find(
+        &env,
+        &[
+            "ds",
+            "--match",
+            "deploy AND NOT $.priority = 3",
+            "--format",
+            "json",
+        ],
+    );
+    let v = json(&o);
+    let ids: Vec<i64> = v["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["step_id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, [3], "{v}");
+}
