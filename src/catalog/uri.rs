@@ -17,20 +17,6 @@ pub enum DatasetUri {
     Local(PathBuf),
 }
 
-/// Query parameter names that mark a pre-signed or credential-bearing URL.
-const SIGNED_QUERY_KEYS: &[&str] = &[
-    "x-amz-signature",
-    "x-amz-credential",
-    "x-amz-security-token",
-    "awsaccesskeyid",
-    "signature",
-    "sig",
-    "token",
-    "access_token",
-    "x-goog-signature",
-    "x-goog-credential",
-];
-
 impl DatasetUri {
     /// Parse and normalise `input`, resolving relative paths against `cwd`.
     pub fn parse(input: &str, cwd: &Path) -> Result<Self, CatalogError> {
@@ -115,13 +101,10 @@ fn check_credentials(rest: &str) -> Result<(), CatalogError> {
         });
     }
     if let Some(q) = rest.split_once('?').map(|(_, q)| q) {
-        for pair in q.split('&') {
-            let key = pair.split('=').next().unwrap_or("").to_ascii_lowercase();
-            if SIGNED_QUERY_KEYS.contains(&key.as_str()) {
-                return Err(CatalogError::CredentialsInUri {
-                    what: "a signed or token query parameter",
-                });
-            }
+        if crate::s3::policy::is_signed_query(q) {
+            return Err(CatalogError::CredentialsInUri {
+                what: "a signed or token query parameter",
+            });
         }
     }
     Ok(())

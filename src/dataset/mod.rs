@@ -108,6 +108,29 @@ impl Mounts {
         self.mounts.iter().find(|m| m.name == name)
     }
 
+    /// A Source that could not be read: the query fails when the failure is
+    /// fatal or reads are strict; otherwise the Source is skipped with a
+    /// warning and contributes no rows.
+    fn skip_or_fail(&self, s: &Source, f: ReadFailure) -> Result<Vec<RecordBatch>, SqlError> {
+        match f {
+            ReadFailure::Fatal(e) => Err(SqlError::Source {
+                code: e.code(),
+                message: e.to_string(),
+            }),
+            ReadFailure::Source(e) if self.strict => Err(SqlError::Source {
+                code: e.code(),
+                message: e.to_string(),
+            }),
+            ReadFailure::Source(e) => {
+                self.warn(
+                    e.code(),
+                    format!("skipped {}: {}", s.source_path, e.detail()),
+                );
+                Ok(Vec::new())
+            }
+        }
+    }
+
     fn warn(&self, code: &str, msg: String) {
         if let Ok(mut g) = self.warnings.lock() {
             g.push((code.to_string(), msg));
@@ -454,25 +477,7 @@ impl Mounts {
                             );
                         }
                     }
-                    Err(ReadFailure::Fatal(e)) => {
-                        return Err(SqlError::Source {
-                            code: e.code(),
-                            message: e.to_string(),
-                        })
-                    }
-                    Err(ReadFailure::Source(e)) => {
-                        if self.strict {
-                            return Err(SqlError::Source {
-                                code: e.code(),
-                                message: e.to_string(),
-                            });
-                        }
-                        self.warn(
-                            e.code(),
-                            format!("skipped {}: {}", s.source_path, e.detail()),
-                        );
-                        return Ok(Vec::new());
-                    }
+                    Err(f) => return self.skip_or_fail(s, f),
                 }
                 if !builder.is_empty() {
                     out.push(post(builder.finish())?);
@@ -533,25 +538,7 @@ impl Mounts {
     ) -> Result<Vec<RecordBatch>, SqlError> {
         let store = match crate::catalog::read::open_store(s) {
             Ok(st) => st,
-            Err(ReadFailure::Fatal(e)) => {
-                return Err(SqlError::Source {
-                    code: e.code(),
-                    message: e.to_string(),
-                })
-            }
-            Err(ReadFailure::Source(e)) => {
-                if self.strict {
-                    return Err(SqlError::Source {
-                        code: e.code(),
-                        message: e.to_string(),
-                    });
-                }
-                self.warn(
-                    e.code(),
-                    format!("skipped {}: {}", s.source_path, e.detail()),
-                );
-                return Ok(Vec::new());
-            }
+            Err(f) => return self.skip_or_fail(s, f),
         };
         let cols = table.columns();
         let stored: Vec<&str> = columns

@@ -157,7 +157,8 @@ const SIGNED_QUERY_KEYS: &[&str] = &[
     "x-goog-credential",
 ];
 
-fn is_signed_query(query: &str) -> bool {
+/// True when a query string (without `?`) carries a signature or token.
+pub fn is_signed_query(query: &str) -> bool {
     query.split('&').any(|pair| {
         let key = pair.split('=').next().unwrap_or("").to_ascii_lowercase();
         SIGNED_QUERY_KEYS.contains(&key.as_str())

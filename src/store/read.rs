@@ -218,16 +218,12 @@ impl StoreReader {
 
     /// Rebuild every document, in storage order.
     pub fn documents(&self) -> Result<Vec<Storyline>, StoreError> {
-        let all = |t: Table| {
-            let schema = table_schema(t);
-            let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
-            let names: Vec<&str> = names.iter().map(String::as_str).collect();
-            self.scan(t, &names)
-        };
-        let runs = all(Table::Runs)?;
-        let steps = all(Table::Steps)?;
-        let calls = all(Table::ToolCalls)?;
-        rebuild(&runs, &steps, &calls)
+        let mut docs = Vec::new();
+        self.documents_each(|d| -> Result<(), StoreError> {
+            docs.push(d);
+            Ok(())
+        })?;
+        Ok(docs)
     }
 }
 
@@ -486,23 +482,4 @@ impl Assembly {
         self.turns.remove(&di);
         self.docs[di].take()
     }
-}
-
-/// Reassemble documents from their rows (all three tables in storage order).
-fn rebuild(
-    runs: &[RecordBatch],
-    steps: &[RecordBatch],
-    calls: &[RecordBatch],
-) -> Result<Vec<Storyline>, StoreError> {
-    let mut a = Assembly::default();
-    a.add_runs(runs)?;
-    for r in rows(steps) {
-        a.add_step(&r)?;
-    }
-    for r in rows(calls) {
-        let (doc_id, ordinal, call) = call_of(&r)?;
-        let di = a.position(&doc_id, "tool call")?;
-        a.add_call(di, ordinal, call)?;
-    }
-    Ok((0..a.docs.len()).filter_map(|di| a.take(di)).collect())
 }
