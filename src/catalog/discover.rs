@@ -289,6 +289,7 @@ pub fn discover(
                 status,
                 reason,
                 size,
+                object: None,
             });
         };
         match r {
@@ -334,7 +335,7 @@ pub fn discover(
     Ok(out)
 }
 
-fn sniff_message(e: &formats::FormatError) -> String {
+pub(super) fn sniff_message(e: &formats::FormatError) -> String {
     match e {
         formats::FormatError::Truncated { .. } => {
             "truncated JSON (the file ends inside a value)".into()

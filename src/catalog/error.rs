@@ -13,7 +13,7 @@ pub enum CatalogError {
     },
     /// The scheme is not one pChronicle reads.
     #[error(
-        "unsupported Dataset URI scheme `{scheme}`: use a local directory path or `file:///…`"
+        "unsupported Dataset URI scheme `{scheme}`: use a local directory path, `file:///…` or `s3://bucket/prefix`"
     )]
     UnsupportedScheme {
         /// The scheme found.
@@ -79,11 +79,16 @@ pub enum CatalogError {
         /// Sanitised reason.
         reason: String,
     },
-    /// S3 Datasets are not part of this build yet.
-    #[error("S3 Datasets (`{uri}`) are not supported by this build; use a local directory")]
-    S3Unsupported {
-        /// The URI with credentials redacted.
+    /// An S3 request or the S3 policy failed.
+    #[error(transparent)]
+    S3(#[from] crate::s3::S3Error),
+    /// A capability not available for S3 Datasets.
+    #[error("{what} is not supported by this build (`{uri}`)")]
+    S3NotSupported {
+        /// The Dataset.
         uri: String,
+        /// What was asked.
+        what: &'static str,
     },
     /// The default Warehouse directory could not be created.
     #[error("cannot create directory `{path}`: {reason}")]
@@ -123,7 +128,8 @@ impl CatalogError {
             CatalogError::ChangedDuringRead { .. } => "PC-CAT-008",
             CatalogError::Io { .. } => "PC-CAT-009",
             CatalogError::StrictSource { .. } => "PC-CAT-010",
-            CatalogError::S3Unsupported { .. } => "PC-CAT-011",
+            CatalogError::S3(e) => e.code(),
+            CatalogError::S3NotSupported { .. } => "PC-S3-019",
             CatalogError::CreateDir { .. } => "PC-CAT-012",
             CatalogError::InvalidSourcePath { .. } => "PC-CAT-013",
             CatalogError::UnknownSource { .. } => "PC-CAT-014",

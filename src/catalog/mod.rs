@@ -8,6 +8,7 @@
 mod discover;
 mod error;
 pub mod read;
+mod remote;
 mod snapshot;
 mod source;
 pub mod stores;
@@ -18,7 +19,7 @@ use std::path::Path;
 pub use discover::{discover, DiscoveryLimits, PhysicalEntry, Role};
 pub use error::CatalogError;
 pub use snapshot::{ParseSnapshotRefError, ReadConsistency, SnapshotDigest, SnapshotRef};
-pub use source::{Capabilities, Source, SourceKind, SourceStatus, StatusReason};
+pub use source::{Capabilities, RemoteObject, Source, SourceKind, SourceStatus, StatusReason};
 pub use stores::read_current;
 pub use uri::{redact, DatasetUri};
 
@@ -44,13 +45,13 @@ impl CatalogSnapshot {
         limits: DiscoveryLimits,
         physical: bool,
     ) -> Result<Self, CatalogError> {
-        let root = dataset
-            .local_path()
-            .ok_or_else(|| CatalogError::S3Unsupported {
-                uri: dataset.to_string(),
-            })?;
-        check_root(root, dataset)?;
-        let d = discover(root, limits, physical)?;
+        let d = match dataset {
+            DatasetUri::Local(root) => {
+                check_root(root, dataset)?;
+                discover(root, limits, physical)?
+            }
+            DatasetUri::S3(uri) => remote::discover(uri, limits, physical)?,
+        };
         let mut digest = SnapshotDigest::default();
         for s in &d.sources {
             digest.add("source", &s.source_path, &s.snapshot_ref.to_string());

@@ -63,6 +63,9 @@ pub fn read_source(
     if src.kind == SourceKind::Store {
         return read_store(src, sink);
     }
+    if let Some(object) = &src.object {
+        return read_object(src, object, opts, sink);
+    }
     let changed = |after: &SnapshotRef| {
         ReadFailure::Fatal(CatalogError::ChangedDuringRead {
             source_path: src.source_path.clone(),
@@ -92,31 +95,9 @@ pub fn read_source(
         return Err(changed(&before));
     }
     let check = file.try_clone().map_err(io)?;
-    let mut ctx = DecodeCtx::new(src.source_path.clone());
-    let mut counts = SourceCounts::default();
-    let mut runs: HashSet<String> = HashSet::new();
-    let mut doc_ids: HashSet<String> = HashSet::new();
-    let mut dup_docs = Vec::new();
-    let result = formats::decode_file(
-        file,
-        src.format,
-        src.openai_shape,
-        src.container.unwrap_or(formats::Container::Object),
-        opts,
-        &mut ctx,
-        &mut |doc: Storyline| {
-            counts.trajectories += 1;
-            counts.steps += doc.turns.len() as u64;
-            counts.tool_calls += doc.tool_call_count() as u64;
-            if !runs.contains(doc.run_id()) {
-                runs.insert(doc.run_id().to_string());
-            }
-            if !doc_ids.insert(doc.document_id().to_string()) {
-                dup_docs.push(doc.document_id().to_string());
-            }
-            sink(&doc);
-        },
-    );
+    let len = file.metadata().ok().map(|m| m.len());
+    let mut tally = Tally::new(src);
+    let result = tally.decode(file, len, src, opts, sink);
     // Whatever the outcome, a changed file means nothing read from it counts.
     let after_fd = file_ref(&check.metadata().map_err(io)?);
     let after_path = std::fs::metadata(&src.abs_path).map(|m| file_ref(&m));
@@ -135,19 +116,123 @@ pub fn read_source(
         _ => {}
     }
     result.map_err(|e| ReadFailure::Source(with_path(e, &src.source_path)))?;
-    for d in dup_docs.iter().take(10) {
-        ctx.diag(
-            Diagnostic::DUPLICATE_ID,
-            d.clone(),
-            format!("document id `{d}` appears more than once in this Source"),
-        );
+    Ok(tally.finish())
+}
+
+/// Read an S3 Source: ranged reads, each conditional on the pinned version
+/// or ETag, so an object replaced or deleted mid-read fails the command.
+fn read_object(
+    src: &Source,
+    object: &super::source::RemoteObject,
+    opts: DecodeOptions,
+    sink: &mut dyn FnMut(&Storyline),
+) -> Result<SourceRead, ReadFailure> {
+    let client = crate::s3::client().map_err(|e| ReadFailure::Fatal(e.into()))?;
+    let mut reader = crate::s3::ObjectReader::new(
+        client,
+        &object.bucket,
+        &object.key,
+        object.pin.clone(),
+        src.size,
+    );
+    let mut tally = Tally::new(src);
+    let result = tally.decode(&mut reader, Some(src.size), src, opts, sink);
+    if let Some(e) = reader.failure.take() {
+        return Err(match e {
+            crate::s3::S3Error::Changed { .. } | crate::s3::S3Error::Gone { .. } => {
+                ReadFailure::Fatal(CatalogError::ChangedDuringRead {
+                    source_path: src.source_path.clone(),
+                    before: src.snapshot_ref.to_string(),
+                    after: if matches!(e, crate::s3::S3Error::Gone { .. }) {
+                        "deleted".into()
+                    } else {
+                        "a different object".into()
+                    },
+                })
+            }
+            other => ReadFailure::Source(FormatError::Io {
+                source_path: src.source_path.clone(),
+                message: format!("[{}] {other}", other.code()),
+            }),
+        });
     }
-    counts.runs = runs.len() as u64;
-    Ok(SourceRead {
-        counts,
-        diagnostics: ctx.diagnostics,
-        generated_ids: ctx.generated_ids,
-    })
+    result.map_err(|e| ReadFailure::Source(with_path(e, &src.source_path)))?;
+    Ok(tally.finish())
+}
+
+/// Counts what a decode passes on, with duplicate document ids.
+struct Tally {
+    ctx: DecodeCtx,
+    counts: SourceCounts,
+    runs: HashSet<String>,
+    doc_ids: HashSet<String>,
+    dup_docs: Vec<String>,
+}
+
+impl Tally {
+    fn new(src: &Source) -> Self {
+        Tally {
+            ctx: DecodeCtx::new(src.source_path.clone()),
+            counts: SourceCounts::default(),
+            runs: HashSet::new(),
+            doc_ids: HashSet::new(),
+            dup_docs: Vec::new(),
+        }
+    }
+
+    fn decode<R: std::io::Read>(
+        &mut self,
+        reader: R,
+        len: Option<u64>,
+        src: &Source,
+        opts: DecodeOptions,
+        sink: &mut dyn FnMut(&Storyline),
+    ) -> Result<(), FormatError> {
+        let Tally {
+            ctx,
+            counts,
+            runs,
+            doc_ids,
+            dup_docs,
+        } = self;
+        formats::decode_reader(
+            reader,
+            len,
+            src.format,
+            src.openai_shape,
+            src.container.unwrap_or(formats::Container::Object),
+            opts,
+            ctx,
+            &mut |doc: Storyline| {
+                counts.trajectories += 1;
+                counts.steps += doc.turns.len() as u64;
+                counts.tool_calls += doc.tool_call_count() as u64;
+                if !runs.contains(doc.run_id()) {
+                    runs.insert(doc.run_id().to_string());
+                }
+                if !doc_ids.insert(doc.document_id().to_string()) {
+                    dup_docs.push(doc.document_id().to_string());
+                }
+                sink(&doc);
+            },
+        )
+    }
+
+    fn finish(mut self) -> SourceRead {
+        for d in self.dup_docs.iter().take(10) {
+            self.ctx.diag(
+                Diagnostic::DUPLICATE_ID,
+                d.clone(),
+                format!("document id `{d}` appears more than once in this Source"),
+            );
+        }
+        self.counts.runs = self.runs.len() as u64;
+        SourceRead {
+            counts: self.counts,
+            diagnostics: self.ctx.diagnostics,
+            generated_ids: self.ctx.generated_ids,
+        }
+    }
 }
 
 /// Fill in the Source path of errors raised before it was known.
@@ -170,6 +255,14 @@ fn with_path(e: FormatError, path: &str) -> FormatError {
 
 /// Open a store Source at the snapshot discovery pinned.
 pub fn open_store(src: &Source) -> Result<crate::store::StorylineLanceStore, ReadFailure> {
+    if src.abs_path.as_os_str().is_empty() {
+        // A store listed under an S3 prefix: never resolved against the
+        // working directory.
+        return Err(ReadFailure::Source(FormatError::NotReadable {
+            source_path: src.source_path.clone(),
+            what: "S3 store (PC-S3-019)",
+        }));
+    }
     if src.format != formats::SourceFormat::StorylineLance {
         return Err(ReadFailure::Source(FormatError::NotReadable {
             source_path: src.source_path.clone(),

@@ -53,6 +53,15 @@ pub enum SnapshotRef {
         /// The Lance manifest version.
         version: u64,
     },
+    /// An S3 object: its ETag, size and, on a versioned bucket, version id.
+    Object {
+        /// The ETag, without quotes.
+        etag: String,
+        /// Size in bytes.
+        size: u64,
+        /// The version id, on versioned buckets.
+        version: Option<String>,
+    },
 }
 
 impl fmt::Display for SnapshotRef {
@@ -73,6 +82,17 @@ impl fmt::Display for SnapshotRef {
                 Ok(())
             }
             SnapshotRef::Lance { version } => write!(f, "lance:version={version}"),
+            SnapshotRef::Object {
+                etag,
+                size,
+                version,
+            } => {
+                write!(f, "s3:etag={},size={size}", escape_value(etag))?;
+                if let Some(v) = version {
+                    write!(f, ",version={}", escape_value(v))?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -130,6 +150,24 @@ impl FromStr for SnapshotRef {
                     tables,
                 })
             }
+            "s3" => {
+                let (mut etag, mut size, mut version) = (None, None, None);
+                for part in rest.split(',') {
+                    let (k, v) = part.split_once('=').ok_or_else(bad)?;
+                    let v = unescape_value(v).ok_or_else(bad)?;
+                    match k {
+                        "etag" if etag.is_none() => etag = Some(v),
+                        "size" if size.is_none() => size = Some(v.parse().map_err(|_| bad())?),
+                        "version" if version.is_none() && !v.is_empty() => version = Some(v),
+                        _ => return Err(bad()),
+                    }
+                }
+                Ok(SnapshotRef::Object {
+                    etag: etag.ok_or_else(bad)?,
+                    size: size.ok_or_else(bad)?,
+                    version,
+                })
+            }
             "lance" => {
                 let v = rest.strip_prefix("version=").ok_or_else(bad)?;
                 Ok(SnapshotRef::Lance {
@@ -139,6 +177,40 @@ impl FromStr for SnapshotRef {
             _ => Err(bad()),
         }
     }
+}
+
+/// Percent-encode `%`, `,`, `=` and control characters so an ETag or
+/// version id cannot break the `k=v,…` layout.
+fn escape_value(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        if matches!(c, '%' | ',' | '=') || c.is_control() {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn unescape_value(v: &str) -> Option<String> {
+    let bytes = v.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// Accumulates the inputs of a `snapshot_id`: Dataset URI, every Source path
@@ -184,6 +256,8 @@ mod tests {
             "file:size=10,mtime=-5,ino=7",
             "store:abc123,runs=3,steps=4,tool_calls=4",
             "lance:version=12",
+            "s3:etag=9b2cf535f27731c974343645a3985328,size=10",
+            "s3:etag=abc-2,size=0,version=3HL4kqtJlcpXroDTDmJ%2C%3D",
         ] {
             let r: SnapshotRef = s.parse().unwrap();
             assert_eq!(r.to_string(), s);
@@ -218,6 +292,13 @@ mod tests {
                     tables: t.into_iter().collect()
                 }),
             any::<u64>().prop_map(|version| SnapshotRef::Lance { version }),
+            (".{0,12}", any::<u64>(), proptest::option::of(".{1,12}")).prop_map(
+                |(etag, size, version)| SnapshotRef::Object {
+                    etag,
+                    size,
+                    version
+                }
+            ),
         ]
     }
 

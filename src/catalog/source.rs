@@ -94,6 +94,19 @@ pub struct Source {
     pub reason: Option<StatusReason>,
     /// Size in bytes (files: the file; stores: the sum of member files).
     pub size: u64,
+    /// Where an S3 Source lives (`abs_path` is empty then).
+    pub object: Option<RemoteObject>,
+}
+
+/// The S3 location of a Source and what its reads are pinned to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteObject {
+    /// The bucket.
+    pub bucket: String,
+    /// The full key.
+    pub key: String,
+    /// ETag and version every read is conditional on.
+    pub pin: crate::s3::ObjectPin,
 }
 
 /// What a Source can serve.

@@ -85,6 +85,7 @@ fn store_source(
         status,
         reason,
         size: dir_size(dir),
+        object: None,
     }
 }
 

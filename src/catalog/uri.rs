@@ -8,6 +8,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::CatalogError;
+use crate::s3::S3Uri;
 use crate::util::path::lexical_absolute;
 
 /// A normalised Dataset URI.
@@ -15,6 +16,8 @@ use crate::util::path::lexical_absolute;
 pub enum DatasetUri {
     /// A local directory, absolute and normalised.
     Local(PathBuf),
+    /// An S3 prefix, `s3://bucket/prefix/` (see [`S3Uri`]).
+    S3(S3Uri),
 }
 
 impl DatasetUri {
@@ -45,7 +48,9 @@ impl DatasetUri {
                         .ok_or_else(|| invalid(input, "bad percent-encoding"))?;
                     Ok(Self::local(Path::new(&decoded), cwd))
                 }
-                "s3" => Err(CatalogError::S3Unsupported { uri: redact(input) }),
+                "s3" => S3Uri::parse(input)
+                    .map(DatasetUri::S3)
+                    .map_err(|e| CatalogError::S3(e.into())),
                 _ => Err(CatalogError::UnsupportedScheme {
                     scheme: scheme.to_string(),
                 }),
@@ -56,15 +61,29 @@ impl DatasetUri {
 
     /// Normalise a local path.
     pub fn local(p: &Path, cwd: &Path) -> Self {
+        DatasetUri::Local(Self::normalise_local(p, cwd))
+    }
+
+    /// The normalised form of a local Dataset path: absolute, symlinks
+    /// resolved when it exists, lexically cleaned when it does not.
+    pub fn normalise_local(p: &Path, cwd: &Path) -> PathBuf {
         let abs = lexical_absolute(p, cwd);
-        let resolved = std::fs::canonicalize(&abs).unwrap_or(abs);
-        DatasetUri::Local(resolved)
+        std::fs::canonicalize(&abs).unwrap_or(abs)
     }
 
     /// The local directory, if this is a local Dataset.
     pub fn local_path(&self) -> Option<&Path> {
         match self {
             DatasetUri::Local(p) => Some(p),
+            DatasetUri::S3(_) => None,
+        }
+    }
+
+    /// The S3 location, if this is an S3 Dataset.
+    pub fn s3(&self) -> Option<&S3Uri> {
+        match self {
+            DatasetUri::S3(u) => Some(u),
+            DatasetUri::Local(_) => None,
         }
     }
 }
@@ -73,6 +92,7 @@ impl fmt::Display for DatasetUri {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DatasetUri::Local(p) => write!(f, "{}", p.display()),
+            DatasetUri::S3(u) => write!(f, "{u}"),
         }
     }
 }
@@ -191,7 +211,12 @@ mod tests {
             "PC-CAT-003"
         );
         assert_eq!(p("http://example.com/x").unwrap_err().code(), "PC-CAT-002");
-        assert_eq!(p("s3://bucket/prefix").unwrap_err().code(), "PC-CAT-011");
+        assert_eq!(
+            p("s3://bucket/prefix").unwrap().to_string(),
+            "s3://bucket/prefix/"
+        );
+        assert_eq!(p("s3://bucket//a/./b").unwrap_err().code(), "PC-S3-001");
+        assert_eq!(p("s3://Bucket/a").unwrap_err().code(), "PC-S3-001");
         assert_eq!(p("").unwrap_err().code(), "PC-CAT-001");
         assert_eq!(p("file://relative").unwrap_err().code(), "PC-CAT-001");
     }

@@ -72,6 +72,19 @@ pub struct GlobalArgs {
     /// Print no progress or summary lines to stderr (errors and warnings still print).
     #[arg(long, short = 'q', global = true)]
     pub quiet: bool,
+    /// Allow an S3 endpoint that is not public: a host name, an IP or a CIDR
+    /// (repeatable; also `s3_allow` in the settings file). Loopback, private,
+    /// link-local and metadata addresses are refused without it.
+    #[arg(
+        long,
+        global = true,
+        value_name = "HOST|IP|CIDR",
+        env = "PCHRONICLE_S3_ALLOW"
+    )]
+    pub s3_allow: Vec<String>,
+    /// Allow plain HTTP to allowed S3 endpoints that are not loopback.
+    #[arg(long, global = true)]
+    pub s3_allow_http: bool,
 }
 
 /// The commands.
@@ -436,7 +449,7 @@ pub enum OutputFormatArg {
 #[derive(Debug, Args)]
 #[allow(missing_docs)]
 pub struct DatasetArgs {
-    /// Dataset URI: a local directory (or file:///path). Defaults to the
+    /// Dataset URI: a local directory, file:///path or s3://bucket/prefix. Defaults to the
     /// default Warehouse (see `pchronicle default`).
     pub dataset: Option<String>,
     #[command(flatten)]
@@ -516,10 +529,19 @@ pub fn run_with_args<I: IntoIterator<Item = OsString>>(args: I) -> ExitStatus {
         }
     };
     let mut out = Out::new(&settings);
+    crate::s3::configure(settings.s3.clone());
     let result = cmd::run(&settings, &mut out).and_then(|status| {
         out.flush()?;
         Ok(status)
     });
+    if let Some((requests, bytes)) = crate::s3::traffic() {
+        if requests > 0 {
+            out.info(&format!(
+                "S3: {requests} request{}, {bytes} bytes received",
+                if requests == 1 { "" } else { "s" }
+            ));
+        }
+    }
     match result {
         Ok(status) => status,
         Err(e) if e.is_broken_pipe() => ExitStatus::Success,

@@ -67,6 +67,9 @@ pub enum SettingsError {
     /// A `find` expression or condition is refused.
     #[error(transparent)]
     Find(#[from] crate::find::FindError),
+    /// An S3 outbound-policy setting is refused.
+    #[error(transparent)]
+    S3(#[from] crate::s3::PolicyError),
 }
 
 impl SettingsError {
@@ -82,6 +85,7 @@ impl SettingsError {
             SettingsError::OutputExists { .. } => "PC-CLI-004",
             SettingsError::Dataset(e) => e.code(),
             SettingsError::Find(e) => e.code(),
+            SettingsError::S3(e) => e.code(),
         }
     }
 }
@@ -189,6 +193,8 @@ pub struct Settings {
     pub progress: bool,
     /// The user settings file in effect.
     pub settings_path: Option<PathBuf>,
+    /// The outbound policy for S3 connections.
+    pub s3: crate::s3::Policy,
 }
 
 /// The user settings file.
@@ -198,6 +204,17 @@ pub struct UserSettings {
     /// Absolute, normalised path of the default Warehouse.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub default_warehouse: Option<String>,
+    /// S3 endpoints that may be reached although not public (host, IP or
+    /// CIDR), added to `--s3-allow`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub s3_allow: Vec<String>,
+    /// Allow plain HTTP to allowed S3 endpoints off loopback.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub s3_allow_http: bool,
+    /// Follow S3 redirects (every hop re-validated, credentials dropped
+    /// across origins).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub s3_follow_redirects: bool,
 }
 
 impl UserSettings {
@@ -273,6 +290,10 @@ impl Settings {
                         }
                         match DatasetUri::parse(d, &env.cwd)? {
                             DatasetUri::Local(p) => Ok(p),
+                            DatasetUri::S3(_) => Err(SettingsError::InvalidValue {
+                                flag: "DIRECTORY",
+                                reason: "the default Warehouse is a local directory; pass an s3:// Dataset to each command instead".into(),
+                            }),
                         }
                     })
                     .transpose()?;
@@ -350,6 +371,7 @@ impl Settings {
             OutputFormatArg::Auto if env.stdout_tty => OutputFormat::Table,
             OutputFormatArg::Auto => OutputFormat::Json,
         };
+        let s3 = s3_policy(cli, settings_path.as_deref())?;
         Ok(Settings {
             command,
             format,
@@ -357,8 +379,23 @@ impl Settings {
             color: color_enabled(env.stderr_tty, env.var("NO_COLOR")),
             progress: env.stderr_tty && !cli.global.quiet,
             settings_path,
+            s3,
         })
     }
+}
+
+/// The S3 outbound policy: the settings file's `s3_*` keys, then the flags.
+fn s3_policy(cli: &Cli, settings_path: Option<&Path>) -> Result<crate::s3::Policy, SettingsError> {
+    let user = match settings_path {
+        Some(p) => UserSettings::load(p)?,
+        None => UserSettings::default(),
+    };
+    let entries = user.s3_allow.iter().chain(cli.global.s3_allow.iter());
+    Ok(crate::s3::Policy {
+        allow: crate::s3::Allowlist::parse_entries(entries)?,
+        allow_http: user.s3_allow_http || cli.global.s3_allow_http,
+        follow_redirects: user.s3_follow_redirects,
+    })
 }
 
 /// Colour on stderr: only on a terminal, and never when `NO_COLOR` is set to
@@ -437,12 +474,19 @@ fn discovery(a: &DiscoveryArgs) -> Result<(DiscoveryLimits, bool), SettingsError
 }
 
 fn default_warehouse(env: &Env, settings_path: Option<&Path>) -> Result<DatasetUri, SettingsError> {
+    default_warehouse_dir(env, settings_path).map(DatasetUri::Local)
+}
+
+fn default_warehouse_dir(
+    env: &Env,
+    settings_path: Option<&Path>,
+) -> Result<PathBuf, SettingsError> {
     let user = match settings_path {
         Some(p) => UserSettings::load(p)?,
         None => UserSettings::default(),
     };
     let w = user.default_warehouse.ok_or(SettingsError::NoDataset)?;
-    Ok(DatasetUri::local(Path::new(&w), &env.cwd))
+    Ok(DatasetUri::normalise_local(Path::new(&w), &env.cwd))
 }
 
 fn read_settings(
@@ -852,6 +896,15 @@ fn import_settings(
                 reason: "empty path".into(),
             });
         }
+        if a.from.contains("://") && !a.from.starts_with("file://") {
+            if let uri @ DatasetUri::S3(_) = DatasetUri::parse(&a.from, &env.cwd)? {
+                return Err(crate::catalog::CatalogError::S3NotSupported {
+                    uri: uri.to_string(),
+                    what: "importing from S3",
+                }
+                .into());
+            }
+        }
         ImportInput::Path(crate::util::path::lexical_absolute(
             Path::new(&a.from),
             &env.cwd,
@@ -860,12 +913,21 @@ fn import_settings(
     let target = match &a.output {
         Some(o) => match DatasetUri::parse(o, &env.cwd)? {
             DatasetUri::Local(p) => p,
+            uri @ DatasetUri::S3(_) => {
+                return Err(crate::catalog::CatalogError::S3NotSupported {
+                    uri: uri.to_string(),
+                    what: "importing to S3",
+                }
+                .into())
+            }
         },
         None => {
-            let DatasetUri::Local(wh) = default_warehouse(env, settings_path).map_err(|e| match e {
+            let wh = default_warehouse_dir(env, settings_path).map_err(|e| match e {
                 SettingsError::NoDataset => SettingsError::InvalidValue {
                     flag: "--output",
-                    reason: "give --output, or set a default Warehouse with `pchronicle default DIR`".into(),
+                    reason:
+                        "give --output, or set a default Warehouse with `pchronicle default DIR`"
+                            .into(),
                 },
                 other => other,
             })?;

@@ -387,7 +387,7 @@ impl DocumentOrdinals {
 }
 
 /// Where the index of a Dataset's exchange files is cached.
-pub fn cache_dir(dataset_root: &Path) -> Option<PathBuf> {
+pub fn cache_dir(dataset: &str) -> Option<PathBuf> {
     let base = std::env::var_os("PCHRONICLE_CACHE_DIR")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
@@ -401,7 +401,7 @@ pub fn cache_dir(dataset_root: &Path) -> Option<PathBuf> {
                 .filter(|v| !v.is_empty())
                 .map(|h| PathBuf::from(h).join(".cache").join("pchronicle"))
         })?;
-    let key = blake3::hash(dataset_root.to_string_lossy().as_bytes()).to_hex();
+    let key = blake3::hash(dataset.as_bytes()).to_hex();
     Some(
         base.join("find")
             .join(format!("v{INDEX_VERSION}"))

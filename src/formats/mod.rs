@@ -17,7 +17,7 @@ pub mod sniff;
 pub mod storyline;
 
 use std::fs::File;
-use std::io::Read as _;
+use std::io::Read;
 use std::path::Path;
 
 use serde_json::Value;
@@ -108,7 +108,16 @@ const SNIFF_CHUNK: usize = 64 << 10;
 
 /// Sniff a file by content.
 pub fn sniff_file(path: &Path) -> std::io::Result<Sniffed> {
-    let mut f = File::open(path)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    sniff_reader(File::open(path)?, &name)
+}
+
+/// Sniff the content `f` of a file named `name` (the name only breaks ties
+/// between one JSON document and JSON Lines with a single record).
+pub fn sniff_reader<R: Read>(mut f: R, name: &str) -> std::io::Result<Sniffed> {
     let mut sniffer = sniff::Sniffer::new();
     let mut first = [0u8; SNIFF_FIRST];
     let mut buf: Vec<u8> = Vec::new();
@@ -143,12 +152,8 @@ pub fn sniff_file(path: &Path) -> std::io::Result<Sniffed> {
     } else {
         sniffer.shape().clone()
     };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
     let mut container = shape.container;
-    if !shape.layout_known && container == Container::Object && is_lines_name(&name) {
+    if !shape.layout_known && container == Container::Object && is_lines_name(name) {
         container = Container::Lines;
     }
     let detected = detect(&shape);

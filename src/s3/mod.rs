@@ -1,20 +1,24 @@
-//! S3 Datasets: `s3://bucket/prefix` URIs and the outbound-connection policy
-//! every S3 connection must pass (seed §5.2).
+//! S3 Datasets: `s3://bucket/prefix` URIs, the outbound-connection policy
+//! every S3 connection must pass (seed §5.2), and the client that applies it.
 //!
-//! What it does: parses S3 Dataset URIs and endpoint URLs, holds the
-//! `--s3-allow` allowlist, classifies addresses, and decides — in one place —
-//! whether a configured endpoint, a resolved peer or a redirect may be used.
-//! It also redacts credentials from text meant for errors and logs.
+//! `policy` parses S3 Dataset URIs and endpoint URLs, holds the `--s3-allow`
+//! allowlist, classifies addresses, and decides — in one place — whether a
+//! configured endpoint, a resolved peer or a redirect may be used. It also
+//! redacts credentials from text meant for errors and logs.
 //!
-//! What it doesn't: open connections, sign requests or read credentials. The
-//! client that does must call [`Policy::check_endpoint`] at configuration
-//! time, connect only to the addresses [`Policy::resolve_and_check`] returns,
-//! and pass every redirect through [`Policy::check_redirect`].
+//! `client` is the only code that talks to S3: it checks the endpoint at
+//! configuration time, connects only to addresses the policy accepted, checks
+//! every response's peer again, and passes every redirect through the policy.
 //!
-//! May call: `std` only. Everything else in the crate may call it.
+//! May call: `util`. Everything else in the crate may call it.
 
+pub mod client;
 pub mod policy;
 
+pub use client::{
+    client, configure, traffic, Client, ClientConfig, ListedObject, ObjectPin, ObjectReader,
+    PutMode, S3Error,
+};
 pub use policy::{
     canonical_ip, classify, is_sensitive_header, redact, system_resolver, AddressClass, AllowEntry,
     Allowlist, Endpoint, Host, Policy, PolicyError, RedirectDecision, Resolver, S3Uri, Scheme,

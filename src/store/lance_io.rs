@@ -2,7 +2,6 @@
 //! channels, pinned opens and projected scans.
 
 use std::sync::mpsc::Receiver;
-use std::sync::OnceLock;
 
 use arrow::array::RecordBatchReader;
 use arrow::datatypes::SchemaRef;
@@ -15,18 +14,7 @@ use lance::Dataset;
 
 use super::StoreError;
 
-/// The runtime all Lance calls run on.
-pub fn runtime() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("pchronicle-lance")
-            .enable_all()
-            .build()
-            .expect("the Tokio runtime starts")
-    })
-}
+pub use crate::util::rt::runtime;
 
 pub fn lance_err(e: impl std::fmt::Display) -> StoreError {
     StoreError::Lance(strip_source_locations(&e.to_string()))

@@ -2,4 +2,5 @@
 //! sanitising. Nothing here knows about trajectories.
 
 pub mod path;
+pub mod rt;
 pub mod text;

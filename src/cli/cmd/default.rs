@@ -51,7 +51,7 @@ pub fn run(settings: &Settings, set: Option<&Path>, out: &mut Out) -> Result<Exi
         }
     }
     // Normalise again now that the directory exists (symlinks resolved).
-    let DatasetUri::Local(normal) = DatasetUri::local(dir, Path::new("/"));
+    let normal = DatasetUri::normalise_local(dir, Path::new("/"));
     let normal = normal.display().to_string();
     user.default_warehouse = Some(normal.clone());
     user.save(path)?;

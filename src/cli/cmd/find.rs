@@ -57,11 +57,6 @@ pub fn run(s: &FindSettings, out: &mut Out) -> Result<ExitStatus, Error> {
             .into());
         }
     }
-    let root = s
-        .dataset
-        .local_path()
-        .ok_or_else(|| Error::Internal("find needs a local Dataset".into()))?
-        .to_path_buf();
 
     let (mut fts_available, mut reason) = (true, None::<String>);
     let hits: HitList = match s.scope {
@@ -75,7 +70,7 @@ pub fn run(s: &FindSettings, out: &mut Out) -> Result<ExitStatus, Error> {
             let prepared = prepare::prepare(
                 &mounts,
                 MOUNT,
-                crate::find::index::cache_dir(&root).as_deref(),
+                crate::find::index::cache_dir(&s.dataset.to_string()).as_deref(),
                 if s.build_index {
                     BuildPolicy::Build
                 } else {

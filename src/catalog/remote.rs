@@ -1,0 +1,286 @@
+//! Source discovery under an S3 prefix.
+//!
+//! One flat listing (ListObjectsV2) of the prefix stands for the directory
+//! walk: keys are taken in byte order, a key with a hidden segment (`.…`) is
+//! skipped, a "directory" holding a `CURRENT` object is a store and a
+//! `*.lance/` directory an events store or a stray Lance table, exactly as
+//! locally. Candidate files are sniffed in parallel with small conditional
+//! ranged reads; the first read also reports the object's version id on a
+//! versioned bucket, so each Source is pinned to its version (else its ETag)
+//! and every later read is conditional on that pin.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::discover::{sniff_message, Discovery, DiscoveryLimits, PhysicalEntry, Role};
+use super::snapshot::{ReadConsistency, SnapshotRef};
+use super::source::{RemoteObject, Source, SourceKind, SourceStatus, StatusReason};
+use super::CatalogError;
+use crate::formats::{self, Container, SourceFormat};
+use crate::s3::{Client, ListedObject, ObjectPin, ObjectReader, S3Uri};
+
+/// Why a store found on S3 is not read.
+const STORE_UNSUPPORTED: &str =
+    "Storyline and events stores on S3 are listed but not read by this build; copy the store to a local directory to read it";
+
+/// List and pin the Sources under `uri`.
+pub fn discover(
+    uri: &S3Uri,
+    limits: DiscoveryLimits,
+    physical: bool,
+) -> Result<Discovery, CatalogError> {
+    let client = crate::s3::client()?;
+    let listed = client.list(uri.bucket(), uri.prefix(), limits.max_entries)?;
+    if listed.len() as u64 > limits.max_entries {
+        return Err(CatalogError::TooManyEntries {
+            limit: limits.max_entries,
+        });
+    }
+    let prefix = uri.prefix();
+    let objects: Vec<(String, ListedObject)> = listed
+        .into_iter()
+        .filter_map(|o| {
+            let rel = o.key.strip_prefix(prefix)?.to_string();
+            (!rel.is_empty() && !rel.ends_with('/')).then_some((rel, o))
+        })
+        .collect();
+    let mut out = Discovery::default();
+    // Store roots: directories with a `CURRENT` object, and `*.lance` directories.
+    let mut stores: BTreeSet<String> = BTreeSet::new();
+    for (rel, _) in &objects {
+        if hidden(rel) {
+            continue;
+        }
+        if rel == "CURRENT" {
+            stores.insert(".".into());
+        } else if let Some(dir) = rel.strip_suffix("/CURRENT") {
+            stores.insert(dir.to_string());
+        }
+        let mut dir = String::new();
+        for seg in rel
+            .split('/')
+            .rev()
+            .skip(1)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+        {
+            if !dir.is_empty() {
+                dir.push('/');
+            }
+            dir.push_str(seg);
+            if seg.ends_with(".lance") {
+                stores.insert(dir.clone());
+                break;
+            }
+        }
+    }
+    // A store nested in another store belongs to the outer one.
+    let roots: Vec<String> = stores
+        .iter()
+        .filter(|s| {
+            !stores
+                .iter()
+                .any(|o| o != *s && (o == "." || s.starts_with(&format!("{o}/"))))
+        })
+        .cloned()
+        .collect();
+    let store_of = |rel: &str| -> Option<&String> {
+        roots
+            .iter()
+            .find(|r| r.as_str() == "." || rel.starts_with(&format!("{r}/")))
+    };
+    let mut candidates: Vec<(String, ListedObject)> = Vec::new();
+    let mut store_sizes: Vec<u64> = vec![0; roots.len()];
+    for (rel, o) in objects {
+        let entry = |role, source_path: Option<String>, reason: Option<&str>| PhysicalEntry {
+            path: rel.clone(),
+            entry_type: "object",
+            size: Some(o.size),
+            role,
+            source_path,
+            reason: reason.map(str::to_string),
+        };
+        if hidden(&rel) {
+            if physical {
+                out.physical
+                    .push(entry(Role::Skipped, None, Some("hidden")));
+            }
+            continue;
+        }
+        if let Some(root) = store_of(&rel) {
+            let i = roots.iter().position(|r| r == root).unwrap_or(0);
+            store_sizes[i] += o.size;
+            if physical {
+                out.physical
+                    .push(entry(Role::Member, Some(root.clone()), None));
+            }
+            continue;
+        }
+        let name = rel.rsplit('/').next().unwrap_or(&rel);
+        if !formats::is_candidate_name(name) {
+            if physical {
+                out.physical.push(entry(
+                    Role::Skipped,
+                    None,
+                    Some("not a .json/.jsonl/.ndjson file"),
+                ));
+            }
+            continue;
+        }
+        candidates.push((rel, o));
+        if candidates.len() as u64 > limits.max_files {
+            return Err(CatalogError::TooManyFiles {
+                limit: limits.max_files,
+            });
+        }
+    }
+    for (root, size) in roots.iter().zip(store_sizes) {
+        let is_events = root.rsplit('/').next().unwrap_or(root) == "events.lance";
+        let is_storyline = stores.contains(root) && !root.ends_with(".lance") || root == ".";
+        if !is_events && !is_storyline {
+            continue;
+        }
+        out.sources.push(Source {
+            source_path: root.clone(),
+            abs_path: PathBuf::new(),
+            format: if is_events {
+                SourceFormat::EventsLance
+            } else {
+                SourceFormat::StorylineLance
+            },
+            kind: SourceKind::Store,
+            container: None,
+            openai_shape: None,
+            snapshot_ref: SnapshotRef::Store {
+                snapshot: "unread".into(),
+                tables: Vec::new(),
+            },
+            read_consistency: ReadConsistency::Native,
+            status: SourceStatus::Error,
+            reason: Some(StatusReason::new("PC-S3-019", STORE_UNSUPPORTED)),
+            size,
+            object: None,
+        });
+    }
+    let bucket = uri.bucket().to_string();
+    let sniffed: Vec<_> = candidates
+        .into_par_iter()
+        .map(|(rel, o)| {
+            let r = sniff(&client, &bucket, &o);
+            (rel, o, r)
+        })
+        .collect();
+    for (rel, o, r) in sniffed {
+        let (pin, sniffed) = r;
+        let snapshot_ref = SnapshotRef::Object {
+            etag: pin.etag.clone(),
+            size: o.size,
+            version: pin.version.clone(),
+        };
+        let shape = sniffed.as_ref().ok().and_then(|s| s.openai_shape);
+        let mut source = Source {
+            source_path: rel.clone(),
+            abs_path: PathBuf::new(),
+            format: SourceFormat::Unknown,
+            kind: SourceKind::File,
+            container: None,
+            openai_shape: shape,
+            snapshot_ref,
+            read_consistency: ReadConsistency::Conditional,
+            status: SourceStatus::Ready,
+            reason: None,
+            size: o.size,
+            object: Some(RemoteObject {
+                bucket: bucket.clone(),
+                key: o.key.clone(),
+                pin,
+            }),
+        };
+        match sniffed {
+            Err(reason) => {
+                source.status = SourceStatus::Error;
+                source.reason = Some(reason);
+            }
+            Ok(s) => match (s.format, s.invalid) {
+                (Some(f), None) => {
+                    source.format = f;
+                    source.container = Some(s.container);
+                }
+                (f, Some(err)) => {
+                    source.format = f.unwrap_or(SourceFormat::Unknown);
+                    source.container = Some(s.container);
+                    source.status = SourceStatus::Error;
+                    source.reason = Some(StatusReason::new(err.code(), sniff_message(&err)));
+                }
+                (None, None) => {
+                    if physical {
+                        out.physical.push(PhysicalEntry {
+                            path: rel,
+                            entry_type: "object",
+                            size: Some(o.size),
+                            role: Role::Skipped,
+                            source_path: None,
+                            reason: Some(match s.container {
+                                Container::Empty => "empty file".into(),
+                                _ => "JSON, but not a trajectory format".into(),
+                            }),
+                        });
+                    }
+                    continue;
+                }
+            },
+        }
+        if physical {
+            out.physical.push(PhysicalEntry {
+                path: rel.clone(),
+                entry_type: "object",
+                size: Some(o.size),
+                role: Role::Source,
+                source_path: Some(rel),
+                reason: None,
+            });
+        }
+        out.sources.push(source);
+    }
+    out.sources
+        .sort_by(|a, b| a.source_path.cmp(&b.source_path));
+    out.physical.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// A key with a segment starting with `.` (staging, caches) is not part of
+/// the Dataset.
+fn hidden(rel: &str) -> bool {
+    rel.split('/').any(|s| s.starts_with('.'))
+}
+
+/// Sniff one object with conditional ranged reads; return its pin (with the
+/// version the server reported) and the outcome.
+fn sniff(
+    client: &Arc<Client>,
+    bucket: &str,
+    o: &ListedObject,
+) -> (ObjectPin, Result<formats::Sniffed, StatusReason>) {
+    let pin = ObjectPin {
+        etag: o.etag.clone(),
+        version: None,
+    };
+    let name = o.key.rsplit('/').next().unwrap_or(&o.key).to_string();
+    let mut reader = ObjectReader::new(client.clone(), bucket, &o.key, pin.clone(), o.size);
+    let r =
+        formats::sniff_reader(&mut reader, &name).map_err(
+            |e| match crate::s3::client::s3_error_of(&e) {
+                Some(s3) => StatusReason::new(s3.code(), s3.to_string()),
+                None => StatusReason::new("PC-CAT-009", e.to_string()),
+            },
+        );
+    let pin = ObjectPin {
+        version: reader.version.take(),
+        ..pin
+    };
+    (pin, r)
+}

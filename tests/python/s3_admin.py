@@ -1,0 +1,65 @@
+"""Set up and change S3 test data with an independent client (boto3).
+
+Usage: s3_admin.py ENDPOINT COMMAND ARGS...
+  bucket NAME versioned|unversioned   create a bucket
+  upload NAME PREFIX DIR              upload every file under DIR
+  put NAME KEY FILE                   put one object from a file ('-' = stdin)
+  delete NAME KEY                     delete one object
+  keys NAME                           print every key, one per line
+"""
+
+import os
+import sys
+
+import boto3
+from botocore.config import Config
+
+
+def client(endpoint: str):
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="pchronicle-test",
+        aws_secret_access_key="pchronicle-test-secret",
+        config=Config(s3={"addressing_style": "path"}),
+    )
+
+
+def main() -> None:
+    endpoint, command, *args = sys.argv[1:]
+    s3 = client(endpoint)
+    if command == "bucket":
+        name, mode = args
+        s3.create_bucket(Bucket=name)
+        if mode == "versioned":
+            s3.put_bucket_versioning(
+                Bucket=name, VersioningConfiguration={"Status": "Enabled"}
+            )
+    elif command == "upload":
+        name, prefix, root = args
+        for dirpath, _dirs, files in os.walk(root):
+            for f in files:
+                path = os.path.join(dirpath, f)
+                rel = os.path.relpath(path, root).replace(os.sep, "/")
+                with open(path, "rb") as fh:
+                    s3.put_object(Bucket=name, Key=prefix + rel, Body=fh.read())
+    elif command == "put":
+        name, key, path = args
+        body = sys.stdin.buffer.read() if path == "-" else open(path, "rb").read()
+        s3.put_object(Bucket=name, Key=key, Body=body)
+    elif command == "delete":
+        name, key = args
+        s3.delete_object(Bucket=name, Key=key)
+    elif command == "keys":
+        (name,) = args
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=name)
+        for page in pages:
+            for o in page.get("Contents", []):
+                print(o["Key"])
+    else:
+        raise SystemExit(f"unknown command {command}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,686 @@
+//! S3 Datasets end to end: a real S3-protocol server (moto) on loopback for
+//! reads, pins and listings, and a scripted HTTP server for what moto cannot
+//! be made to do (redirects, throttling, stalls, denials, objects changing
+//! between discovery and read). Every test allowlists 127.0.0.1 explicitly.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use pchronicle::s3::{Client, ClientConfig, Endpoint, ObjectPin, Policy, S3Error};
+
+// ------------------------------------------------------------------ moto
+
+fn python() -> String {
+    std::env::var("PCHRONICLE_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/python")
+        .join(name)
+}
+
+/// The S3 server: `PCHRONICLE_TEST_S3` (started by `.ci/test`), else one
+/// started here that lives as long as this process.
+fn endpoint() -> &'static str {
+    static EP: OnceLock<String> = OnceLock::new();
+    EP.get_or_init(|| {
+        if let Ok(e) = std::env::var("PCHRONICLE_TEST_S3") {
+            if !e.is_empty() {
+                return e;
+            }
+        }
+        let mut child = Command::new(python())
+            .arg(script("s3_server.py"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the moto S3 server (PCHRONICLE_PYTHON with moto[server])");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("http://127.0.0.1:"), "moto said {line:?}");
+        // The server exits when its stdin closes, i.e. with this process.
+        std::mem::forget(child.stdin.take());
+        std::mem::forget(child);
+        line.trim().to_string()
+    })
+}
+
+fn admin(args: &[&str]) {
+    let out = Command::new(python())
+        .arg(script("s3_admin.py"))
+        .arg(endpoint())
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "s3_admin {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A bucket name unique to this test and process.
+fn bucket(tag: &str) -> String {
+    format!("pc-{tag}-{}", std::process::id())
+}
+
+fn example_dataset() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/dataset")
+}
+
+struct Env {
+    dir: tempfile::TempDir,
+    endpoint: String,
+}
+
+impl Env {
+    fn moto() -> Self {
+        Self::at(endpoint())
+    }
+
+    fn at(endpoint: &str) -> Self {
+        Env {
+            dir: tempfile::tempdir().unwrap(),
+            endpoint: endpoint.to_string(),
+        }
+    }
+
+    /// The binary with test credentials, the endpoint and nothing else from
+    /// the caller's environment (no allowlist: tests pass `--s3-allow`).
+    fn cmd(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_pchronicle"));
+        c.current_dir(self.dir.path())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.dir.path())
+            .env("PCHRONICLE_SETTINGS", self.dir.path().join("settings.toml"))
+            .env("PCHRONICLE_CACHE_DIR", self.dir.path().join("cache"))
+            .env("AWS_CONFIG_FILE", self.dir.path().join("no-aws-config"))
+            .env(
+                "AWS_SHARED_CREDENTIALS_FILE",
+                self.dir.path().join("no-aws-credentials"),
+            )
+            .env("AWS_ENDPOINT_URL", &self.endpoint)
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "pchronicle-test")
+            .env("AWS_SECRET_ACCESS_KEY", "pchronicle-test-secret")
+            .env("PCHRONICLE_S3_RETRIES", "2")
+            .env("NO_COLOR", "1");
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().unwrap()
+    }
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn assert_code(o: &Output, code: &str) {
+    let e = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "stderr: {e}");
+    assert!(e.contains(&format!("[{code}]")), "expected {code}: {e}");
+}
+
+const ALLOW: [&str; 2] = ["--s3-allow", "127.0.0.1"];
+
+fn with_allow<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    args.iter().copied().chain(ALLOW).collect()
+}
+
+/// Upload the example Dataset under `runs/` of a new bucket.
+fn example_bucket(tag: &str, mode: &str) -> String {
+    let b = bucket(tag);
+    admin(&["bucket", &b, mode]);
+    admin(&["upload", &b, "runs/", example_dataset().to_str().unwrap()]);
+    b
+}
+
+// ------------------------------------------------------- reads via moto
+
+fn same_results_as_local(mode: &str) {
+    let b = example_bucket(&format!("same-{mode}"), mode);
+    let uri = format!("s3://{b}/runs");
+    let local = example_dataset();
+    let local = local.to_str().unwrap();
+    let env = Env::moto();
+
+    // ls: the same Sources, pinned by object version or ETag.
+    let remote = json(&env.run(&with_allow(&["ls", &uri, "--format", "json"])));
+    let here = json(&env.run(&["ls", local, "--format", "json"]));
+    assert_eq!(remote["dataset_uri"], format!("s3://{b}/runs/"));
+    let paths = |v: &serde_json::Value| -> Vec<(String, String, String)> {
+        v["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["source_path"].as_str().unwrap().to_string(),
+                    s["format"].as_str().unwrap().to_string(),
+                    s["status"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(paths(&remote), paths(&here));
+    for s in remote["sources"].as_array().unwrap() {
+        assert_eq!(s["read_consistency"], "conditional");
+        let r = s["snapshot_ref"].as_str().unwrap();
+        assert!(r.starts_with("s3:etag="), "{r}");
+        assert_eq!(r.contains(",version="), mode == "versioned", "{r}");
+    }
+
+    // status: the same counts.
+    let remote = json(&env.run(&with_allow(&["status", &uri, "--format", "json"])));
+    let here = json(&env.run(&["status", local, "--format", "json"]));
+    for k in [
+        "sources",
+        "ready",
+        "error",
+        "trajectories",
+        "steps",
+        "tool_calls",
+    ] {
+        assert_eq!(remote["totals"][k], here["totals"][k], "{k}");
+    }
+
+    // query: the same rows.
+    let sql = "SELECT step_source, count(*) AS n, sum(length(message_value)) AS chars, sum(tool_call_count) AS calls FROM steps GROUP BY 1 ORDER BY 1";
+    let remote = env.run(&with_allow(&["query", &uri, sql, "--format", "csv"]));
+    let here = env.run(&["query", local, sql, "--format", "csv"]);
+    assert_eq!(remote.status.code(), Some(0), "{}", stderr(&remote));
+    assert_eq!(remote.stdout, here.stdout);
+
+    // find: the same hits, Chinese included.
+    for q in ["存储", "#system(无损存储)", "error", "file"] {
+        let remote = env.run(&with_allow(&[
+            "find", &uri, "--match", q, "--format", "json",
+        ]));
+        let here = env.run(&["find", local, "--match", q, "--format", "json"]);
+        let hits = |o: &Output| -> Vec<(String, String)> {
+            json(o)["matches"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| {
+                    (
+                        h["source_path"].to_string(),
+                        h["document_id"].to_string() + &h["step_id"].to_string(),
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(hits(&remote), hits(&here), "{q}");
+    }
+
+    // export: the same bytes.
+    let src = "DeepLink-org__Persisting/unicode_zh_15.json";
+    let remote = env.run(&with_allow(&[
+        "export", "--from", &uri, "--source", src, "--format", "atif", "--output", "-",
+    ]));
+    let here = env.run(&[
+        "export", "--from", local, "--source", src, "--format", "atif", "--output", "-",
+    ]);
+    assert_eq!(remote.status.code(), Some(0), "{}", stderr(&remote));
+    assert!(!remote.stdout.is_empty());
+    assert_eq!(remote.stdout, here.stdout);
+}
+
+#[test]
+fn unversioned_bucket_reads_like_a_local_directory() {
+    same_results_as_local("unversioned");
+}
+
+#[test]
+fn versioned_bucket_reads_like_a_local_directory() {
+    same_results_as_local("versioned");
+}
+
+#[test]
+fn listing_follows_local_discovery_rules() {
+    let b = bucket("rules");
+    admin(&["bucket", &b, "unversioned"]);
+    let f = example_dataset().join("DeepLink-org__Persisting/unicode_zh_15.json");
+    let f = f.to_str().unwrap();
+    for key in [
+        "d/a.json",
+        "d/.staging/b.json",
+        "d/sub/c.json",
+        "d-old/x.json",
+        "d/notes.txt",
+    ] {
+        admin(&["put", &b, key, f]);
+    }
+    let env = Env::moto();
+    let v = json(&env.run(&with_allow(&[
+        "ls",
+        &format!("s3://{b}/d/"),
+        "--physical",
+        "--format",
+        "json",
+    ])));
+    let entries: Vec<(String, String)> = v["physical"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["path"].as_str().unwrap().to_string(),
+                e["role"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            (".staging/b.json".to_string(), "skipped".to_string()),
+            ("a.json".into(), "source".into()),
+            ("notes.txt".into(), "skipped".into()),
+            ("sub/c.json".into(), "source".into()),
+        ]
+    );
+    // An empty prefix has no Sources: the same exit as an empty directory.
+    let o = env.run(&with_allow(&["ls", &format!("s3://{b}/nothing-here/")]));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+}
+
+#[test]
+fn missing_bucket_is_a_clear_error() {
+    let env = Env::moto();
+    let o = env.run(&with_allow(&["ls", "s3://pc-no-such-bucket-here/x"]));
+    assert_code(&o, "PC-S3-011");
+}
+
+#[test]
+fn missing_credentials_are_a_clear_error() {
+    let env = Env::moto();
+    let o = env
+        .cmd()
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .args(with_allow(&["ls", "s3://pc-any-bucket/x"]))
+        .output()
+        .unwrap();
+    assert_code(&o, "PC-S3-010");
+}
+
+#[test]
+fn pins_hold_while_objects_change() {
+    let allow = Policy {
+        allow: "127.0.0.1".parse().unwrap(),
+        ..Policy::default()
+    };
+    let config = ClientConfig {
+        endpoint: Some(Endpoint::parse(endpoint()).unwrap()),
+        region: "us-east-1".into(),
+        path_style: true,
+        timeout: Duration::from_secs(10),
+        retries: 1,
+        credentials: Some(("pchronicle-test".into(), "secret".into(), None)),
+    };
+    let client = Client::new(config, allow).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let v1 = dir.path().join("v1");
+    let v2 = dir.path().join("v2");
+    std::fs::write(&v1, b"first contents").unwrap();
+    std::fs::write(&v2, b"second, longer contents").unwrap();
+    for mode in ["versioned", "unversioned"] {
+        let b = bucket(&format!("pin-{mode}"));
+        admin(&["bucket", &b, mode]);
+        admin(&["put", &b, "k.json", v1.to_str().unwrap()]);
+        let listed = client.list(&b, "", 100).unwrap();
+        assert_eq!(listed.len(), 1);
+        let pin = ObjectPin {
+            etag: listed[0].etag.clone(),
+            version: None,
+        };
+        let first = client.get_range(&b, "k.json", &pin, 0..5).unwrap();
+        assert_eq!(&first.bytes[..], b"first");
+        assert_eq!(first.version.is_some(), mode == "versioned");
+        let pinned = ObjectPin {
+            version: first.version.clone(),
+            ..pin.clone()
+        };
+        // Overwritten: a versioned pin still reads the old bytes; an ETag
+        // pin fails instead of mixing contents.
+        admin(&["put", &b, "k.json", v2.to_str().unwrap()]);
+        match client.get_range(&b, "k.json", &pinned, 6..14) {
+            Ok(r) => {
+                assert_eq!(mode, "versioned");
+                assert_eq!(&r.bytes[..], b"contents");
+            }
+            Err(e) => {
+                assert_eq!(mode, "unversioned");
+                assert!(matches!(e, S3Error::Changed { .. }), "{e:?}");
+            }
+        }
+        // Deleted: the unversioned object is gone.
+        admin(&["delete", &b, "k.json"]);
+        if mode == "unversioned" {
+            let e = client.get_range(&b, "k.json", &pin, 0..5).unwrap_err();
+            assert!(
+                matches!(e, S3Error::Gone { .. } | S3Error::Changed { .. }),
+                "{e:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn conditional_writes_refuse_stale_writers() {
+    let allow = Policy {
+        allow: "127.0.0.1".parse().unwrap(),
+        ..Policy::default()
+    };
+    let config = ClientConfig {
+        endpoint: Some(Endpoint::parse(endpoint()).unwrap()),
+        region: "us-east-1".into(),
+        path_style: true,
+        timeout: Duration::from_secs(10),
+        retries: 1,
+        credentials: Some(("pchronicle-test".into(), "secret".into(), None)),
+    };
+    let client = Client::new(config, allow).unwrap();
+    let b = bucket("cas");
+    admin(&["bucket", &b, "unversioned"]);
+    use pchronicle::s3::PutMode;
+    let e1 = client
+        .put(&b, "CURRENT", b"one".to_vec().into(), &PutMode::Create)
+        .unwrap();
+    let again = client.put(&b, "CURRENT", b"two".to_vec().into(), &PutMode::Create);
+    assert!(matches!(again, Err(S3Error::Conflict { .. })), "{again:?}");
+    let e2 = client
+        .put(
+            &b,
+            "CURRENT",
+            b"two".to_vec().into(),
+            &PutMode::Replace(e1.clone()),
+        )
+        .unwrap();
+    assert_ne!(e1, e2);
+    let stale = client.put(
+        &b,
+        "CURRENT",
+        b"three".to_vec().into(),
+        &PutMode::Replace(e1),
+    );
+    assert!(matches!(stale, Err(S3Error::Conflict { .. })), "{stale:?}");
+}
+
+// -------------------------------------------------- outbound policy
+
+#[test]
+fn endpoints_off_the_public_internet_need_the_allowlist() {
+    for (endpoint, code, words) in [
+        ("http://127.0.0.1:9", "PC-S3-004", "loopback"),
+        ("http://169.254.169.254", "PC-S3-004", "metadata"),
+        ("http://[fd00:ec2::254]", "PC-S3-004", "metadata"),
+        ("http://10.20.30.40:9000", "PC-S3-004", "private"),
+        ("http://192.168.1.1", "PC-S3-004", "private"),
+        ("http://[fd12:3456::1]:9000", "PC-S3-004", "unique local"),
+        ("http://localhost:9000", "PC-S3-004", "loopback"),
+        (
+            "https://AKIAEXAMPLEKEY:hunter2@127.0.0.1:9000",
+            "PC-S3-003",
+            "credential",
+        ),
+        (
+            "https://s3.example.com/?X-Amz-Signature=abc",
+            "PC-S3-003",
+            "signed",
+        ),
+        ("ftp://s3.example.com", "PC-S3-002", "endpoint"),
+        ("http://s3.example.com", "PC-S3-005", "HTTP"),
+    ] {
+        let env = Env::at(endpoint);
+        let o = env.run(&["ls", "s3://pc-bucket/x"]);
+        assert_code(&o, code);
+        let e = stderr(&o);
+        assert!(
+            e.to_lowercase().contains(&words.to_lowercase()),
+            "{endpoint}: {e}"
+        );
+        assert!(
+            !e.contains("hunter2") && !e.contains("AKIAEXAMPLEKEY") && !e.contains("abc"),
+            "secret leaked: {e}"
+        );
+    }
+    // A CIDR does not open the metadata address; its exact IP would.
+    let env = Env::at("http://169.254.169.254");
+    let o = env.run(&["ls", "s3://pc-bucket/x", "--s3-allow", "169.254.0.0/16"]);
+    assert_code(&o, "PC-S3-004");
+    // Credentials never come from URIs.
+    let o = env.run(&["ls", "s3://AKIAEXAMPLEKEY:hunter2@pc-bucket/x"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!stderr(&o).contains("hunter2"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_host_name_is_checked_when_it_is_resolved() {
+    // `localhost` is allowed by name, and every address it resolves to is
+    // checked at connect time against the same allowlist.
+    let b = example_bucket("byname", "unversioned");
+    let port = endpoint().rsplit(':').next().unwrap().to_string();
+    let env = Env::at(&format!("http://localhost:{port}"));
+    let o = env.run(&[
+        "ls",
+        &format!("s3://{b}/runs/"),
+        "--s3-allow",
+        "localhost",
+        "--format",
+        "json",
+    ]);
+    let v = json(&o);
+    assert!(!v["sources"].as_array().unwrap().is_empty());
+}
+
+// ------------------------------------------- scripted faults on loopback
+
+type Reply = Option<(u16, Vec<(&'static str, String)>, Vec<u8>)>;
+
+/// A one-thread HTTP/1.1 server on 127.0.0.1 answering each request with
+/// `reply(method, target, request_number)`; `None` never answers.
+struct Scripted {
+    url: String,
+    hits: Arc<AtomicUsize>,
+}
+
+fn scripted(reply: impl Fn(&str, &str, usize) -> Reply + Send + 'static) -> Scripted {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = hits.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                match stream.read(&mut byte) {
+                    Ok(1) => head.push(byte[0]),
+                    _ => break,
+                }
+            }
+            let text = String::from_utf8_lossy(&head).into_owned();
+            let mut parts = text.split_whitespace();
+            let method = parts.next().unwrap_or("").to_string();
+            let target = parts.next().unwrap_or("").to_string();
+            let n = counter.fetch_add(1, Ordering::SeqCst);
+            match reply(&method, &target, n) {
+                None => {
+                    std::thread::sleep(Duration::from_secs(30));
+                }
+                Some((status, headers, body)) => {
+                    let mut resp = format!(
+                        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
+                        body.len()
+                    );
+                    for (k, v) in headers {
+                        resp.push_str(&format!("{k}: {v}\r\n"));
+                    }
+                    resp.push_str("\r\n");
+                    let _ = stream.write_all(resp.as_bytes());
+                    let _ = stream.write_all(&body);
+                }
+            }
+        }
+    });
+    Scripted { url, hits }
+}
+
+fn listing(keys: &[(&str, usize)]) -> Vec<u8> {
+    let mut s = String::from(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult><Name>b</Name><Prefix></Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated>",
+    );
+    for (k, size) in keys {
+        s.push_str(&format!(
+            "<Contents><Key>{k}</Key><LastModified>2026-01-01T00:00:00.000Z</LastModified><ETag>&quot;e1&quot;</ETag><Size>{size}</Size><StorageClass>STANDARD</StorageClass></Contents>"
+        ));
+    }
+    s.push_str("</ListBucketResult>");
+    s.into_bytes()
+}
+
+fn error_body(code: &str) -> Vec<u8> {
+    format!("<?xml version=\"1.0\"?><Error><Code>{code}</Code><Message>nope</Message></Error>")
+        .into_bytes()
+}
+
+const DOC: &str = include_str!("../examples/dataset/DeepLink-org__Persisting/unicode_zh_15.json");
+
+#[test]
+fn redirects_are_refused_and_revalidated() {
+    let server = scripted(|_, _, _| {
+        Some((
+            307,
+            vec![("Location", "http://10.9.8.7/pc-bucket/?list-type=2".into())],
+            Vec::new(),
+        ))
+    });
+    let env = Env::at(&server.url);
+    let o = env.run(&with_allow(&["ls", "s3://pc-bucket/x"]));
+    assert_code(&o, "PC-S3-006");
+    // Following redirects is opt-in, and every hop passes the policy again.
+    std::fs::write(
+        env.dir.path().join("settings.toml"),
+        "s3_follow_redirects = true\n",
+    )
+    .unwrap();
+    let o = env.run(&with_allow(&["ls", "s3://pc-bucket/x"]));
+    assert_code(&o, "PC-S3-004");
+    assert!(stderr(&o).contains("10.9.8.7"), "{}", stderr(&o));
+}
+
+#[test]
+fn access_denied_is_not_retried() {
+    let server = scripted(|_, _, _| Some((403, vec![], error_body("AccessDenied"))));
+    let env = Env::at(&server.url);
+    let o = env.run(&with_allow(&["ls", "s3://pc-bucket/x"]));
+    assert_code(&o, "PC-S3-012");
+    assert_eq!(server.hits.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn throttling_is_retried_then_reported() {
+    let server = scripted(|_, _, _| Some((503, vec![], error_body("SlowDown"))));
+    let env = Env::at(&server.url);
+    let o = env.run(&with_allow(&["ls", "s3://pc-bucket/x"]));
+    assert_code(&o, "PC-S3-013");
+    assert!(stderr(&o).contains("SlowDown"), "{}", stderr(&o));
+    // PCHRONICLE_S3_RETRIES=2: three attempts in all.
+    assert_eq!(server.hits.load(Ordering::SeqCst), 3);
+}
+
+#[test]
+fn throttling_that_clears_is_invisible() {
+    let server = scripted(|method, target, n| {
+        if n == 0 {
+            return Some((503, vec![], error_body("SlowDown")));
+        }
+        if method == "GET" && target.contains("list-type=2") {
+            return Some((200, vec![], listing(&[("x/a.json", DOC.len())])));
+        }
+        Some((
+            206,
+            vec![("ETag", "\"e1\"".into())],
+            DOC.as_bytes().to_vec(),
+        ))
+    });
+    let env = Env::at(&server.url);
+    let v = json(&env.run(&with_allow(&["ls", "s3://pc-bucket/x", "--format", "json"])));
+    assert_eq!(v["sources"][0]["source_path"], "a.json");
+    assert_eq!(v["sources"][0]["format"], "atif");
+}
+
+#[test]
+fn a_stalled_server_times_out() {
+    let server = scripted(|_, _, _| None);
+    let env = Env::at(&server.url);
+    let o = env
+        .cmd()
+        .env("PCHRONICLE_S3_TIMEOUT", "0.5")
+        .env("PCHRONICLE_S3_RETRIES", "1")
+        .args(with_allow(&["ls", "s3://pc-bucket/x"]))
+        .output()
+        .unwrap();
+    assert_code(&o, "PC-S3-013");
+    assert!(stderr(&o).contains("timed out"), "{}", stderr(&o));
+}
+
+/// Discovery sees the object; the full read then finds it changed (412) or
+/// deleted (404): the command fails, nothing from the object is used.
+fn changed_between_listing_and_read(status: u16, words: &str) {
+    let reads = AtomicUsize::new(0);
+    let server = scripted(move |method, target, _| {
+        if method == "GET" && target.contains("list-type=2") {
+            return Some((200, vec![], listing(&[("x/a.json", DOC.len())])));
+        }
+        // The sniff reads the first 64 KiB (the whole document); the next
+        // read of the object is the decode.
+        if reads.fetch_add(1, Ordering::SeqCst) == 0 {
+            Some((
+                206,
+                vec![("ETag", "\"e1\"".into())],
+                DOC.as_bytes().to_vec(),
+            ))
+        } else {
+            Some((status, vec![], error_body("Changed")))
+        }
+    });
+    let env = Env::at(&server.url);
+    let o = env.run(&with_allow(&["status", "s3://pc-bucket/x"]));
+    assert_code(&o, "PC-CAT-008");
+    assert!(stderr(&o).contains(words), "{}", stderr(&o));
+}
+
+#[test]
+fn an_object_overwritten_mid_read_fails_the_command() {
+    changed_between_listing_and_read(412, "a different object");
+}
+
+#[test]
+fn an_object_deleted_mid_read_fails_the_command() {
+    changed_between_listing_and_read(404, "deleted");
+}
