@@ -167,13 +167,15 @@ pub fn discover(
         });
     }
     let bucket = uri.bucket().to_string();
-    let sniffed: Vec<_> = candidates
-        .into_par_iter()
-        .map(|(rel, o)| {
-            let r = sniff(&client, &bucket, &o);
-            (rel, o, r)
-        })
-        .collect();
+    let sniffed: Vec<_> = crate::util::rt::on_pool(true, || {
+        candidates
+            .into_par_iter()
+            .map(|(rel, o)| {
+                let r = sniff(&client, &bucket, &o);
+                (rel, o, r)
+            })
+            .collect()
+    });
     for (rel, o, r) in sniffed {
         let (pin, sniffed) = r;
         let snapshot_ref = SnapshotRef::Object {

@@ -1056,6 +1056,7 @@ mod tests {
         std::fs::create_dir(&wh).unwrap();
         UserSettings {
             default_warehouse: Some(wh.display().to_string()),
+            ..UserSettings::default()
         }
         .save(&d.path().join("s.toml"))
         .unwrap();

@@ -439,52 +439,56 @@ impl Mounts {
                 });
             }
         }
-        let results: Vec<Result<Vec<RecordBatch>, SqlError>> = readable
-            .par_iter()
-            .map(|s| {
-                check()?;
-                if s.kind == SourceKind::Store
-                    && matches!(table, Table::Runs | Table::Steps | Table::ToolCalls)
-                {
-                    return self.scan_store(s, table, columns, post);
-                }
-                let mut builder = TableBuilder::new(table, Some(columns));
-                let mut out = Vec::new();
-                let mut ordinal = 0usize;
-                let mut err: Option<SqlError> = None;
-                let read = read_source(s, opts, &mut |doc| {
-                    if err.is_some() {
-                        return;
-                    }
-                    builder.push_document(&s.source_path, doc, ordinal);
-                    ordinal += 1;
-                    if builder.len() >= BATCH_ROWS {
-                        match post(builder.finish()) {
-                            Ok(b) => out.push(b),
-                            Err(e) => err = Some(e),
+        let remote = readable.iter().any(|s| s.object.is_some());
+        let results: Vec<Result<Vec<RecordBatch>, SqlError>> =
+            crate::util::rt::on_pool(remote, || {
+                readable
+                    .par_iter()
+                    .map(|s| {
+                        check()?;
+                        if s.kind == SourceKind::Store
+                            && matches!(table, Table::Runs | Table::Steps | Table::ToolCalls)
+                        {
+                            return self.scan_store(s, table, columns, post);
                         }
-                    }
-                });
-                if let Some(e) = err {
-                    return Err(e);
-                }
-                match read {
-                    Ok(r) => {
-                        if let Some(d) = r.diagnostics.iter().find(|d| d.degrades()) {
-                            self.warn(
-                                d.code,
-                                format!("{}: {}: {}", s.source_path, d.pointer, d.message),
-                            );
+                        let mut builder = TableBuilder::new(table, Some(columns));
+                        let mut out = Vec::new();
+                        let mut ordinal = 0usize;
+                        let mut err: Option<SqlError> = None;
+                        let read = read_source(s, opts, &mut |doc| {
+                            if err.is_some() {
+                                return;
+                            }
+                            builder.push_document(&s.source_path, doc, ordinal);
+                            ordinal += 1;
+                            if builder.len() >= BATCH_ROWS {
+                                match post(builder.finish()) {
+                                    Ok(b) => out.push(b),
+                                    Err(e) => err = Some(e),
+                                }
+                            }
+                        });
+                        if let Some(e) = err {
+                            return Err(e);
                         }
-                    }
-                    Err(f) => return self.skip_or_fail(s, f),
-                }
-                if !builder.is_empty() {
-                    out.push(post(builder.finish())?);
-                }
-                Ok(out)
-            })
-            .collect();
+                        match read {
+                            Ok(r) => {
+                                if let Some(d) = r.diagnostics.iter().find(|d| d.degrades()) {
+                                    self.warn(
+                                        d.code,
+                                        format!("{}: {}: {}", s.source_path, d.pointer, d.message),
+                                    );
+                                }
+                            }
+                            Err(f) => return self.skip_or_fail(s, f),
+                        }
+                        if !builder.is_empty() {
+                            out.push(post(builder.finish())?);
+                        }
+                        Ok(out)
+                    })
+                    .collect()
+            });
         let mut all = Vec::new();
         for r in results {
             all.extend(r?);

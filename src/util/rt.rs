@@ -3,6 +3,31 @@
 
 use std::sync::OnceLock;
 
+/// Threads of the pool that reads S3 Sources: reads wait on the network far
+/// more than they compute, so more are in flight than there are cores.
+const NETWORK_THREADS: usize = 16;
+
+/// Run `f` — typically a Rayon parallel iteration over Sources — on a wide
+/// pool when `network` (the Sources are read from S3), else on the global
+/// pool sized to the cores.
+pub fn on_pool<R: Send>(network: bool, f: impl FnOnce() -> R + Send) -> R {
+    if !network {
+        return f();
+    }
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    let pool = POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(NETWORK_THREADS)
+            .thread_name(|i| format!("pchronicle-net-{i}"))
+            .build()
+            .ok()
+    });
+    match pool {
+        Some(p) => p.install(f),
+        None => f(),
+    }
+}
+
 /// The process-wide runtime (two worker threads, started on first use).
 pub fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();

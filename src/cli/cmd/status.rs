@@ -37,18 +37,20 @@ pub fn run(
     let done = AtomicU64::new(0);
     let total = snap.sources.len() as u64;
     let progress = std::sync::Mutex::new(out.progress("reading sources"));
-    let results: Vec<Result<Report<'_>, CatalogError>> = snap
-        .sources
-        .par_iter()
-        .map(|s| {
-            let r = report(s, opts);
-            let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-            if let Ok(mut p) = progress.try_lock() {
-                p.tick(n, Some(total));
-            }
-            r
-        })
-        .collect();
+    let remote = snap.sources.iter().any(|s| s.object.is_some());
+    let results: Vec<Result<Report<'_>, CatalogError>> = crate::util::rt::on_pool(remote, || {
+        snap.sources
+            .par_iter()
+            .map(|s| {
+                let r = report(s, opts);
+                let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                if let Ok(mut p) = progress.try_lock() {
+                    p.tick(n, Some(total));
+                }
+                r
+            })
+            .collect()
+    });
     if let Ok(mut p) = progress.lock() {
         p.finish();
     }
