@@ -47,7 +47,7 @@ TERM="timeout"
 # Build both find indexes once (the cache is warm for the timed runs).
 $PC find "$DIR" --match "$TERM" --format json -q > /dev/null || true
 $PC find "$S3" --match "$TERM" --format json -q > /dev/null || true
-hyperfine --warmup 1 --runs 5 --export-json "$OUT/h.json" \
+hyperfine --warmup 0 --runs 3 --export-json "$OUT/h.json" \
   -n "ls local" "$PC ls $DIR --format json -q" \
   -n "ls s3" "$PC ls $S3 --format json -q" \
   -n "status local" "$PC status $DIR --format json -q" \

@@ -878,8 +878,7 @@ fn backoff(attempt: u32) {
     let jitter = u64::from(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0),
+            .map_or(0, |d| d.subsec_nanos()),
     ) % (base / 2 + 1);
     std::thread::sleep(Duration::from_millis(base + jitter));
 }
