@@ -10,6 +10,7 @@ RUNS="${1:-10000}"
 STEPS="${2:-10}"
 ensure_tools
 build_release
+PC="${PCHRONICLE_BENCH_BIN:-$PC}"
 VENV="${PCHRONICLE_VENV:-$HOME/.cache/pchronicle-venv}"
 eval "$(bash "$ROOT/.ci/setup")"
 DIR=$(corpus "atif-${RUNS}x${STEPS}" --runs "$RUNS" --steps "$STEPS" --seed 5)

@@ -54,7 +54,7 @@ fn endpoint() -> &'static str {
     })
 }
 
-fn admin(args: &[&str]) {
+fn admin(args: &[&str]) -> String {
     let out = Command::new(python())
         .arg(script("s3_admin.py"))
         .arg(endpoint())
@@ -66,6 +66,7 @@ fn admin(args: &[&str]) {
         "s3_admin {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// A bucket name unique to this test and process.
@@ -427,6 +428,130 @@ fn conditional_writes_refuse_stale_writers() {
         &PutMode::Replace(e1),
     );
     assert!(matches!(stale, Err(S3Error::Conflict { .. })), "{stale:?}");
+}
+
+// ------------------------------------------------ stores and import
+
+#[test]
+fn import_to_s3_is_create_only_and_reads_like_a_local_store() {
+    let b = bucket("import");
+    admin(&["bucket", &b, "versioned"]);
+    let env = Env::moto();
+    let input = example_dataset().join("golang__exp");
+    let input = input.to_str().unwrap();
+    let uri = format!("s3://{b}/stores/golang");
+    let local = env.dir.path().join("local-store");
+    let local = local.to_str().unwrap();
+    let v = json(&env.run(&with_allow(&["import", "--from", input, "--output", &uri])));
+    assert_eq!(v["dataset_uri"], format!("{uri}/"));
+    json(&env.run(&["import", "--from", input, "--output", local]));
+
+    // The store reads through Lance on S3 exactly as the local one.
+    let ls = json(&env.run(&with_allow(&["ls", &uri, "--format", "json"])));
+    assert_eq!(ls["sources"][0]["format"], "storyline-lance");
+    assert_eq!(ls["sources"][0]["status"], "ready");
+    let remote = json(&env.run(&with_allow(&["status", &uri, "--format", "json"])));
+    let here = json(&env.run(&["status", local, "--format", "json"]));
+    for k in [
+        "sources",
+        "ready",
+        "runs",
+        "trajectories",
+        "steps",
+        "tool_calls",
+    ] {
+        assert_eq!(remote["totals"][k], here["totals"][k], "{k}");
+    }
+    let sql = "SELECT step_source, count(*), sum(tool_call_count) FROM steps GROUP BY 1 ORDER BY 1";
+    let a = env.run(&with_allow(&["query", &uri, sql, "--format", "csv"]));
+    let b2 = env.run(&["query", local, sql, "--format", "csv"]);
+    assert_eq!(a.status.code(), Some(0), "{}", stderr(&a));
+    assert_eq!(a.stdout, b2.stdout);
+    let count = |o: &Output| json(o)["matches"].as_array().unwrap().len();
+    assert_eq!(
+        count(&env.run(&with_allow(&[
+            "find", &uri, "--match", "hello", "--format", "json"
+        ]))),
+        count(&env.run(&["find", local, "--match", "hello", "--format", "json"]))
+    );
+    let a = env.run(&with_allow(&[
+        "export", "--from", &uri, "--format", "atif", "--output", "-",
+    ]));
+    let b2 = env.run(&[
+        "export", "--from", local, "--format", "atif", "--output", "-",
+    ]);
+    assert_eq!(a.status.code(), Some(0), "{}", stderr(&a));
+    assert_eq!(a.stdout, b2.stdout);
+
+    // Create-only: a second import to the same target is refused.
+    let o = env.run(&with_allow(&["import", "--from", input, "--output", &uri]));
+    assert_code(&o, "PC-IMP-001");
+    // Nothing is left behind: no staging objects, no lock.
+    let keys = admin(&["keys", &b]);
+    assert!(
+        !keys.contains("pchronicle-staging") && !keys.contains("pchronicle-import.lock"),
+        "{keys}"
+    );
+    assert!(keys.lines().any(|k| k == "stores/golang/CURRENT"), "{keys}");
+
+    // A held lock makes another import of that target wait its turn.
+    let lock = env.dir.path().join("lock");
+    std::fs::write(&lock, b"{}").unwrap();
+    admin(&[
+        "put",
+        &b,
+        "stores/.other.pchronicle-import.lock",
+        lock.to_str().unwrap(),
+    ]);
+    let o = env.run(&with_allow(&[
+        "import",
+        "--from",
+        input,
+        "--output",
+        &format!("s3://{b}/stores/other"),
+    ]));
+    assert_code(&o, "PC-IMP-002");
+    assert!(!admin(&["keys", &b]).contains("stores/other/"));
+}
+
+#[test]
+fn store_pins_follow_the_pointer() {
+    // CURRENT replaced between discovery and read: the pinned snapshot is gone.
+    let b = bucket("repoint");
+    admin(&["bucket", &b, "unversioned"]);
+    let env = Env::moto();
+    let input = example_dataset().join("golang__exp");
+    let uri = format!("s3://{b}/s");
+    json(&env.run(&with_allow(&[
+        "import",
+        "--from",
+        input.to_str().unwrap(),
+        "--output",
+        &uri,
+    ])));
+    let pinned = json(&env.run(&with_allow(&["ls", &uri, "--format", "json"])));
+    let before = pinned["sources"][0]["snapshot_ref"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(before.starts_with("store:gen-"), "{before}");
+    // A different CURRENT (another generation name) makes the store read as
+    // changed; a garbled one makes it an error Source.
+    let current = admin(&["get", &b, "s/CURRENT"]);
+    let changed = current.replace("\"generation\":\"gen-", "\"generation\":\"gen-9");
+    assert_ne!(current, changed);
+    let f = env.dir.path().join("CURRENT");
+    std::fs::write(&f, &changed).unwrap();
+    admin(&["put", &b, "s/CURRENT", f.to_str().unwrap()]);
+    let after = json(&env.run(&with_allow(&["ls", &uri, "--format", "json"])));
+    assert_ne!(
+        after["sources"][0]["snapshot_ref"].as_str().unwrap(),
+        before
+    );
+    std::fs::write(&f, b"not json").unwrap();
+    admin(&["put", &b, "s/CURRENT", f.to_str().unwrap()]);
+    let bad = json(&env.run(&with_allow(&["ls", &uri, "--format", "json"])));
+    assert_eq!(bad["sources"][0]["status"], "error");
 }
 
 // -------------------------------------------------- outbound policy

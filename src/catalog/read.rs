@@ -255,9 +255,19 @@ fn with_path(e: FormatError, path: &str) -> FormatError {
 
 /// Open a store Source at the snapshot discovery pinned.
 pub fn open_store(src: &Source) -> Result<crate::store::StorylineLanceStore, ReadFailure> {
+    if let Some(object) = &src.object {
+        let (store, _) = crate::store::StorylineLanceStore::open_s3(&object.bucket, &object.key)
+            .map_err(|e| {
+                ReadFailure::Source(FormatError::InvalidCurrent {
+                    source_path: src.source_path.clone(),
+                    message: e.to_string(),
+                })
+            })?;
+        return pinned(src, store);
+    }
     if src.abs_path.as_os_str().is_empty() {
-        // A store listed under an S3 prefix: never resolved against the
-        // working directory.
+        // A store listed under an S3 prefix but not readable: never resolved
+        // against the working directory.
         return Err(ReadFailure::Source(FormatError::NotReadable {
             source_path: src.source_path.clone(),
             what: "S3 store (PC-S3-019)",
@@ -275,6 +285,14 @@ pub fn open_store(src: &Source) -> Result<crate::store::StorylineLanceStore, Rea
             message: e.to_string(),
         })
     })?;
+    pinned(src, store)
+}
+
+/// The store, if its `CURRENT` still names the snapshot discovery pinned.
+fn pinned(
+    src: &Source,
+    store: crate::store::StorylineLanceStore,
+) -> Result<crate::store::StorylineLanceStore, ReadFailure> {
     let now = super::stores::store_ref(store.current());
     if now != src.snapshot_ref {
         return Err(ReadFailure::Fatal(CatalogError::ChangedDuringRead {

@@ -22,9 +22,9 @@ use super::CatalogError;
 use crate::formats::{self, Container, SourceFormat};
 use crate::s3::{Client, ListedObject, ObjectPin, ObjectReader, S3Uri};
 
-/// Why a store found on S3 is not read.
-const STORE_UNSUPPORTED: &str =
-    "Storyline and events stores on S3 are listed but not read by this build; copy the store to a local directory to read it";
+/// Why an events store found on S3 is not read.
+const EVENTS_UNSUPPORTED: &str =
+    "events stores on S3 are listed but not read by this build; copy the store to a local directory to read it";
 
 /// List and pin the Sources under `uri`.
 pub fn discover(
@@ -144,7 +144,12 @@ pub fn discover(
         if !is_events && !is_storyline {
             continue;
         }
-        out.sources.push(Source {
+        let store_prefix = if root == "." {
+            prefix.to_string()
+        } else {
+            format!("{prefix}{root}/")
+        };
+        let mut source = Source {
             source_path: root.clone(),
             abs_path: PathBuf::new(),
             format: if is_events {
@@ -156,15 +161,42 @@ pub fn discover(
             container: None,
             openai_shape: None,
             snapshot_ref: SnapshotRef::Store {
-                snapshot: "unread".into(),
+                snapshot: "invalid".into(),
                 tables: Vec::new(),
             },
             read_consistency: ReadConsistency::Native,
-            status: SourceStatus::Error,
-            reason: Some(StatusReason::new("PC-S3-019", STORE_UNSUPPORTED)),
+            status: SourceStatus::Ready,
+            reason: None,
             size,
             object: None,
-        });
+        };
+        if is_events {
+            source.snapshot_ref = SnapshotRef::Store {
+                snapshot: "unread".into(),
+                tables: Vec::new(),
+            };
+            source.status = SourceStatus::Error;
+            source.reason = Some(StatusReason::new("PC-S3-019", EVENTS_UNSUPPORTED));
+        } else {
+            match crate::store::Current::read_s3(uri.bucket(), &store_prefix) {
+                Ok((current, etag)) => {
+                    source.snapshot_ref = super::stores::store_ref(&current);
+                    source.object = Some(RemoteObject {
+                        bucket: uri.bucket().to_string(),
+                        key: store_prefix,
+                        pin: ObjectPin {
+                            etag,
+                            version: None,
+                        },
+                    });
+                }
+                Err(e) => {
+                    source.status = SourceStatus::Error;
+                    source.reason = Some(StatusReason::new("PC-FMT-013", e.to_string()));
+                }
+            }
+        }
+        out.sources.push(source);
     }
     let bucket = uri.bucket().to_string();
     let sniffed: Vec<_> = crate::util::rt::on_pool(true, || {

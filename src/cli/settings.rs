@@ -850,8 +850,11 @@ pub enum ImportInput {
 pub struct ImportSettings {
     /// Input.
     pub input: ImportInput,
-    /// The Dataset to create.
+    /// The Dataset to create (for an S3 target: where it is built locally
+    /// first, under the temporary directory).
     pub target: PathBuf,
+    /// The S3 Dataset to create, when `--output` is `s3://…`.
+    pub s3_target: Option<crate::s3::S3Uri>,
     /// Declared format (None: detect).
     pub format: Option<crate::formats::SourceFormat>,
     /// Total input bound.
@@ -910,15 +913,24 @@ fn import_settings(
             &env.cwd,
         ))
     };
+    let mut s3_target = None;
     let target = match &a.output {
         Some(o) => match DatasetUri::parse(o, &env.cwd)? {
             DatasetUri::Local(p) => p,
-            uri @ DatasetUri::S3(_) => {
-                return Err(crate::catalog::CatalogError::S3NotSupported {
-                    uri: uri.to_string(),
-                    what: "importing to S3",
+            DatasetUri::S3(uri) => {
+                if uri.prefix().is_empty() {
+                    return Err(SettingsError::InvalidValue {
+                        flag: "--output",
+                        reason: "an S3 Dataset to create needs a prefix (`s3://bucket/name`), not a whole bucket".into(),
+                    });
                 }
-                .into())
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos());
+                s3_target = Some(uri);
+                std::env::temp_dir()
+                    .join(format!("pchronicle-import-{}-{nanos}", std::process::id()))
+                    .join("store")
             }
         },
         None => {
@@ -956,6 +968,7 @@ fn import_settings(
     Ok(ImportSettings {
         input,
         target,
+        s3_target,
         format,
         max_input_bytes: positive("--max-input-bytes", a.max_input_bytes)?,
         max_document_bytes: positive("--max-document-bytes", a.max_document_bytes)?,

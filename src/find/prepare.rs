@@ -83,6 +83,11 @@ fn ref_text(s: &Source) -> String {
 
 /// Open a store's own index if it is current for `s`.
 pub fn open_store_index(s: &Source) -> Option<Searchable> {
+    if s.abs_path.as_os_str().is_empty() {
+        // A store on S3: its own index is not fetched; the Dataset's cache
+        // index serves it.
+        return None;
+    }
     let dir = s.abs_path.join(STORE_INDEX_DIR);
     let meta = IndexMeta::read(&dir)?;
     if meta.sources.get(".") != Some(&ref_text(s)) {

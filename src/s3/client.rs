@@ -176,6 +176,8 @@ pub struct ListedObject {
     pub size: u64,
     /// ETag without quotes.
     pub etag: String,
+    /// Last modification, as the listing gives it (RFC 3339).
+    pub last_modified: String,
 }
 
 /// What a conditional read is pinned to.
@@ -422,6 +424,10 @@ impl Client {
         }
     }
 
+    fn cached_credentials(&self) -> Option<Creds> {
+        self.creds.lock().ok().and_then(|c| c.clone())
+    }
+
     fn credentials(&self) -> Result<Creds, S3Error> {
         let mut slot = self.creds.lock().map_err(|_| S3Error::NoCredentials)?;
         if let Some(c) = slot.as_ref() {
@@ -445,18 +451,46 @@ impl Client {
     /// List every object under `prefix` (ListObjectsV2, all pages), at most
     /// `max` of them (more is an error the caller reports).
     pub fn list(&self, bucket: &str, prefix: &str, max: u64) -> Result<Vec<ListedObject>, S3Error> {
-        let what = format!("list s3://{bucket}/{prefix}");
-        let mut out = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            let mut query = vec![
-                ("list-type".to_string(), "2".to_string()),
-                ("prefix".to_string(), prefix.to_string()),
-            ];
-            if let Some(t) = &token {
-                query.push(("continuation-token".to_string(), t.clone()));
+        runtime().block_on(async {
+            let mut out = Vec::new();
+            let mut token: Option<String> = None;
+            loop {
+                let page = self
+                    .list_page(bucket, prefix, None, token.as_deref())
+                    .await?;
+                out.extend(page.objects);
+                if out.len() as u64 > max {
+                    return Ok(out);
+                }
+                match page.next {
+                    Some(t) => token = Some(t),
+                    None => return Ok(out),
+                }
             }
-            let resp = self.send(&Request {
+        })
+    }
+
+    /// One page of a ListObjectsV2 listing, grouped by `delimiter` if given.
+    pub async fn list_page(
+        &self,
+        bucket: &str,
+        prefix: &str,
+        delimiter: Option<&str>,
+        token: Option<&str>,
+    ) -> Result<ListPage, S3Error> {
+        let what = format!("list s3://{bucket}/{prefix}");
+        let mut query = vec![
+            ("list-type".to_string(), "2".to_string()),
+            ("prefix".to_string(), prefix.to_string()),
+        ];
+        if let Some(d) = delimiter {
+            query.push(("delimiter".to_string(), d.to_string()));
+        }
+        if let Some(t) = token {
+            query.push(("continuation-token".to_string(), t.to_string()));
+        }
+        let resp = self
+            .send(&Request {
                 method: reqwest::Method::GET,
                 bucket,
                 key: "",
@@ -464,38 +498,44 @@ impl Client {
                 headers: Vec::new(),
                 body: Bytes::new(),
                 what: &what,
-            })?;
-            if resp.status == 404 {
-                return Err(S3Error::NoSuchBucket {
-                    bucket: bucket.to_string(),
-                });
-            }
-            check_status(&resp, &what, bucket, "")?;
-            let text = std::str::from_utf8(&resp.body).map_err(|_| S3Error::BadResponse {
+            })
+            .await?;
+        if resp.status == 404 {
+            return Err(S3Error::NoSuchBucket {
+                bucket: bucket.to_string(),
+            });
+        }
+        check_status(&resp, &what, bucket, "")?;
+        let text = std::str::from_utf8(&resp.body).map_err(|_| S3Error::BadResponse {
+            what: what.clone(),
+            reason: "the listing is not UTF-8".into(),
+        })?;
+        let page: s3::serde_types::ListBucketResult =
+            quick_xml::de::from_str(text).map_err(|e| S3Error::BadResponse {
                 what: what.clone(),
-                reason: "the listing is not UTF-8".into(),
+                reason: format!("the listing is not a ListBucketResult: {e}"),
             })?;
-            let page: s3::serde_types::ListBucketResult =
-                quick_xml::de::from_str(text).map_err(|e| S3Error::BadResponse {
-                    what: what.clone(),
-                    reason: format!("the listing is not a ListBucketResult: {e}"),
-                })?;
-            for o in page.contents {
-                out.push(ListedObject {
+        Ok(ListPage {
+            objects: page
+                .contents
+                .into_iter()
+                .map(|o| ListedObject {
                     key: o.key,
                     size: o.size,
                     etag: o.e_tag.map(|e| unquote(&e)).unwrap_or_default(),
-                });
-                if out.len() as u64 > max {
-                    return Ok(out);
-                }
-            }
-            match page.next_continuation_token {
-                Some(t) if page.is_truncated && !t.is_empty() => token = Some(t),
-                _ => break,
-            }
-        }
-        Ok(out)
+                    last_modified: o.last_modified,
+                })
+                .collect(),
+            prefixes: page
+                .common_prefixes
+                .unwrap_or_default()
+                .into_iter()
+                .map(|p| p.prefix)
+                .collect(),
+            next: page
+                .next_continuation_token
+                .filter(|t| page.is_truncated && !t.is_empty()),
+        })
     }
 
     /// Read `range` of an object, conditional on `pin`. A changed object is
@@ -507,32 +547,20 @@ impl Client {
         pin: &ObjectPin,
         range: std::ops::Range<u64>,
     ) -> Result<RangeRead, S3Error> {
-        let what = format!("read s3://{bucket}/{key}");
-        let mut query = Vec::new();
-        if let Some(v) = &pin.version {
-            query.push(("versionId".to_string(), v.clone()));
-        }
-        let mut headers = vec![(
-            "range".to_string(),
-            format!("bytes={}-{}", range.start, range.end.saturating_sub(1)),
-        )];
-        if !pin.etag.is_empty() {
-            headers.push(("if-match".to_string(), format!("\"{}\"", pin.etag)));
-        }
-        let resp = self.send(&Request {
-            method: reqwest::Method::GET,
+        let resp = runtime().block_on(self.get(
             bucket,
             key,
-            query,
-            headers,
-            body: Bytes::new(),
-            what: &what,
-        })?;
-        match resp.status {
-            200 | 206 => {}
-            412 => return Err(S3Error::Changed { key: key.into() }),
-            _ => check_status(&resp, &what, bucket, key)?,
-        }
+            &GetRequest {
+                range: Some(format!(
+                    "bytes={}-{}",
+                    range.start,
+                    range.end.saturating_sub(1)
+                )),
+                if_match: (!pin.etag.is_empty()).then(|| pin.etag.clone()),
+                version: pin.version.clone(),
+                head: false,
+            },
+        ))?;
         let expected = range.end - range.start;
         let body = if resp.status == 200 && resp.body.len() as u64 > expected {
             resp.body.slice(range.start as usize..range.end as usize)
@@ -548,6 +576,53 @@ impl Client {
         })
     }
 
+    /// A whole object (or `None` when there is none), with its ETag.
+    pub fn get_object(&self, bucket: &str, key: &str) -> Result<Option<(Bytes, String)>, S3Error> {
+        match runtime().block_on(self.get(bucket, key, &GetRequest::default())) {
+            Ok(r) => Ok(Some((r.body, r.etag.unwrap_or_default()))),
+            Err(S3Error::Gone { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// GET (or HEAD) an object. 404 is [`S3Error::Gone`], 412
+    /// [`S3Error::Changed`]; the response carries its headers.
+    pub async fn get(&self, bucket: &str, key: &str, g: &GetRequest) -> Result<Response, S3Error> {
+        let what = format!("read s3://{bucket}/{key}");
+        let mut query = Vec::new();
+        if let Some(v) = &g.version {
+            query.push(("versionId".to_string(), v.clone()));
+        }
+        let mut headers = Vec::new();
+        if let Some(r) = &g.range {
+            headers.push(("range".to_string(), r.clone()));
+        }
+        if let Some(e) = &g.if_match {
+            headers.push(("if-match".to_string(), quote(e)));
+        }
+        let resp = self
+            .send(&Request {
+                method: if g.head {
+                    reqwest::Method::HEAD
+                } else {
+                    reqwest::Method::GET
+                },
+                bucket,
+                key,
+                query,
+                headers,
+                body: Bytes::new(),
+                what: &what,
+            })
+            .await?;
+        match resp.status {
+            200 | 206 => Ok(resp),
+            412 => Err(S3Error::Changed { key: key.into() }),
+            404 if g.head => Err(S3Error::Gone { key: key.into() }),
+            _ => check_status(&resp, &what, bucket, key).map(|()| resp),
+        }
+    }
+
     /// Write an object under `mode`; returns its new ETag.
     pub fn put(
         &self,
@@ -556,44 +631,97 @@ impl Client {
         body: Bytes,
         mode: &PutMode,
     ) -> Result<String, S3Error> {
+        runtime()
+            .block_on(self.put_async(bucket, key, body, mode))
+            .map(|(etag, _)| etag)
+    }
+
+    /// Write an object under `mode`; returns its new ETag and version.
+    pub async fn put_async(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: Bytes,
+        mode: &PutMode,
+    ) -> Result<(String, Option<String>), S3Error> {
         let what = format!("write s3://{bucket}/{key}");
         let mut headers = Vec::new();
         match mode {
             PutMode::Create => headers.push(("if-none-match".to_string(), "*".to_string())),
-            PutMode::Replace(etag) => headers.push(("if-match".to_string(), format!("\"{etag}\""))),
+            PutMode::Replace(etag) => headers.push(("if-match".to_string(), quote(etag))),
             PutMode::Overwrite => {}
         }
-        let resp = self.send(&Request {
-            method: reqwest::Method::PUT,
-            bucket,
-            key,
-            query: Vec::new(),
-            headers,
-            body,
-            what: &what,
-        })?;
+        let resp = self
+            .send(&Request {
+                method: reqwest::Method::PUT,
+                bucket,
+                key,
+                query: Vec::new(),
+                headers,
+                body,
+                what: &what,
+            })
+            .await?;
         match resp.status {
-            200 | 201 => Ok(resp.etag.unwrap_or_default()),
+            200 | 201 => Ok((resp.etag.unwrap_or_default(), resp.version)),
             412 | 409 => Err(S3Error::Conflict { key: key.into() }),
             _ => {
                 check_status(&resp, &what, bucket, key)?;
-                Ok(resp.etag.unwrap_or_default())
+                Ok((resp.etag.unwrap_or_default(), resp.version))
             }
         }
     }
 
+    /// Server-side copy of `from` to `to` in one bucket.
+    pub async fn copy_async(&self, bucket: &str, from: &str, to: &str) -> Result<(), S3Error> {
+        let what = format!("copy s3://{bucket}/{from}");
+        let source = format!("/{bucket}/{}", s3::signing::uri_encode(from, false));
+        let resp = self
+            .send(&Request {
+                method: reqwest::Method::PUT,
+                bucket,
+                key: to,
+                query: Vec::new(),
+                headers: vec![("x-amz-copy-source".to_string(), source)],
+                body: Bytes::new(),
+                what: &what,
+            })
+            .await?;
+        if resp.status == 404 {
+            return Err(S3Error::Gone { key: from.into() });
+        }
+        check_status(&resp, &what, bucket, to)?;
+        // A copy can fail after the 200 status line: the error is in the body.
+        if xml_text(&resp.body, "Code").is_some() {
+            return Err(S3Error::Http {
+                what: redact(&what),
+                status: resp.status,
+                code: error_code(&resp.body),
+                message: redact(&xml_text(&resp.body, "Message").unwrap_or_default()),
+            });
+        }
+        Ok(())
+    }
+
     /// Delete an object (missing is fine).
     pub fn delete(&self, bucket: &str, key: &str) -> Result<(), S3Error> {
+        runtime().block_on(self.delete_async(bucket, key))
+    }
+
+    /// Delete an object (missing is fine).
+    pub async fn delete_async(&self, bucket: &str, key: &str) -> Result<(), S3Error> {
         let what = format!("delete s3://{bucket}/{key}");
-        let resp = self.send(&Request {
-            method: reqwest::Method::DELETE,
-            bucket,
-            key,
-            query: Vec::new(),
-            headers: Vec::new(),
-            body: Bytes::new(),
-            what: &what,
-        })?;
+        let resp = self
+            .send(&Request {
+                method: reqwest::Method::DELETE,
+                bucket,
+                key,
+                query: Vec::new(),
+                headers: Vec::new(),
+                body: Bytes::new(),
+                what: &what,
+            })
+            .await?;
         if resp.status == 404 && error_code(&resp.body) != "NoSuchBucket" {
             return Ok(());
         }
@@ -602,8 +730,11 @@ impl Client {
 
     /// Send one request with bounded retries, following redirects only as
     /// the policy allows.
-    fn send(&self, req: &Request<'_>) -> Result<Response, S3Error> {
-        let creds = self.credentials()?;
+    async fn send(&self, req: &Request<'_>) -> Result<Response, S3Error> {
+        let creds = match self.cached_credentials() {
+            Some(c) => c,
+            None => tokio::task::block_in_place(|| self.credentials())?,
+        };
         let mut origin = self.origin(req.bucket)?;
         let mut path_and_query = {
             let mut p = self.path(req.bucket, req.key, &origin);
@@ -619,13 +750,14 @@ impl Client {
         let mut attempt: u32 = 0;
         loop {
             attempt += 1;
-            let outcome =
-                runtime().block_on(self.attempt(req, &origin, &path_and_query, &creds, sign));
+            let outcome = self
+                .attempt(req, &origin, &path_and_query, &creds, sign)
+                .await;
             match outcome {
                 Ok(Attempt::Done(resp)) => {
                     let retryable = matches!(resp.status, 429 | 500 | 502 | 503 | 504);
                     if retryable && attempt <= self.retries {
-                        backoff(attempt);
+                        backoff(attempt).await;
                         continue;
                     }
                     if retryable {
@@ -657,7 +789,7 @@ impl Client {
                 Err(Failure::Fatal(e)) => return Err(e),
                 Err(Failure::Transient(reason)) => {
                     if attempt <= self.retries {
-                        backoff(attempt);
+                        backoff(attempt).await;
                         continue;
                     }
                     return Err(S3Error::Unavailable {
@@ -742,6 +874,9 @@ impl Client {
         }
         let version = header("x-amz-version-id").filter(|v| v != "null");
         let etag = header("etag").map(|e| unquote(&e));
+        let content_range = header("content-range");
+        let last_modified = header("last-modified");
+        let content_length = header("content-length").and_then(|v| v.parse().ok());
         let body = match resp.bytes().await {
             Ok(b) => b,
             Err(e) => return Err(transport_failure(&e)),
@@ -752,6 +887,9 @@ impl Client {
             body,
             version,
             etag,
+            content_range,
+            last_modified,
+            content_length,
         }))
     }
 }
@@ -826,11 +964,47 @@ struct Request<'a> {
     what: &'a str,
 }
 
-struct Response {
-    status: u16,
-    body: Bytes,
-    version: Option<String>,
-    etag: Option<String>,
+/// An S3 answer: status, body and the headers callers use.
+#[derive(Debug)]
+pub struct Response {
+    /// HTTP status.
+    pub status: u16,
+    /// The body.
+    pub body: Bytes,
+    /// `x-amz-version-id`, when not `null`.
+    pub version: Option<String>,
+    /// `ETag` without quotes.
+    pub etag: Option<String>,
+    /// `Content-Range`.
+    pub content_range: Option<String>,
+    /// `Last-Modified`.
+    pub last_modified: Option<String>,
+    /// `Content-Length`.
+    pub content_length: Option<u64>,
+}
+
+/// What a GET asks for.
+#[derive(Debug, Clone, Default)]
+pub struct GetRequest {
+    /// A `Range` header value (`bytes=a-b`, `bytes=a-`, `bytes=-n`).
+    pub range: Option<String>,
+    /// ETag the object must still have.
+    pub if_match: Option<String>,
+    /// The version to read.
+    pub version: Option<String>,
+    /// HEAD instead of GET.
+    pub head: bool,
+}
+
+/// One page of a listing.
+#[derive(Debug, Clone, Default)]
+pub struct ListPage {
+    /// Objects.
+    pub objects: Vec<ListedObject>,
+    /// Common prefixes (with a delimiter).
+    pub prefixes: Vec<String>,
+    /// The continuation token of the next page.
+    pub next: Option<String>,
 }
 
 enum Attempt {
@@ -873,14 +1047,14 @@ fn transport_failure(e: &reqwest::Error) -> Failure {
     }
 }
 
-fn backoff(attempt: u32) {
+async fn backoff(attempt: u32) {
     let base = 100u64 << attempt.min(6);
     let jitter = u64::from(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos()),
     ) % (base / 2 + 1);
-    std::thread::sleep(Duration::from_millis(base + jitter));
+    tokio::time::sleep(Duration::from_millis(base + jitter)).await;
 }
 
 fn check_status(resp: &Response, what: &str, bucket: &str, key: &str) -> Result<(), S3Error> {
@@ -921,6 +1095,14 @@ fn xml_text(body: &[u8], tag: &str) -> Option<String> {
     let end = s[start..].find(&format!("</{tag}>"))? + start;
     let text: String = s[start..end].chars().take(200).collect();
     Some(crate::util::text::escape_control(&text).into_owned())
+}
+
+fn quote(etag: &str) -> String {
+    if etag.starts_with('"') || etag.starts_with("W/") {
+        etag.to_string()
+    } else {
+        format!("\"{etag}\"")
+    }
 }
 
 fn unquote(etag: &str) -> String {

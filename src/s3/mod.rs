@@ -13,6 +13,7 @@
 //! May call: `util`. Everything else in the crate may call it.
 
 pub mod client;
+pub mod lance;
 pub mod policy;
 
 pub use client::{

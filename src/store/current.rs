@@ -58,7 +58,28 @@ impl Current {
         std::fs::File::open(&path)
             .and_then(|f| f.take(MAX_BYTES).read_to_end(&mut bytes))
             .map_err(|e| StoreError::Current(format!("cannot read CURRENT: {e}")))?;
-        let cur: Current = serde_json::from_slice(&bytes)
+        Self::parse(&bytes)
+    }
+
+    /// Read and validate the `CURRENT` object of the store under
+    /// `s3://bucket/prefix`; also returns its ETag.
+    pub fn read_s3(bucket: &str, prefix: &str) -> Result<(Current, String), StoreError> {
+        let unreadable = |e: String| StoreError::Current(format!("cannot read CURRENT: {e}"));
+        let client = crate::s3::client().map_err(|e| unreadable(format!("[{}] {e}", e.code())))?;
+        let key = format!("{prefix}CURRENT");
+        match client.get_object(bucket, &key) {
+            Ok(Some((bytes, etag))) if bytes.len() as u64 <= MAX_BYTES => {
+                Ok((Self::parse(&bytes)?, etag))
+            }
+            Ok(Some(_)) => Err(unreadable("the object is too large".into())),
+            Ok(None) => Err(unreadable("no such object".into())),
+            Err(e) => Err(unreadable(format!("[{}] {e}", e.code()))),
+        }
+    }
+
+    /// Parse and validate the bytes of a `CURRENT` pointer.
+    pub fn parse(bytes: &[u8]) -> Result<Current, StoreError> {
+        let cur: Current = serde_json::from_slice(bytes)
             .map_err(|e| StoreError::Current(format!("CURRENT is not valid: {e}")))?;
         if cur.control_version != 1 {
             return Err(StoreError::Current(format!(

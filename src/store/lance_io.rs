@@ -76,6 +76,7 @@ pub async fn create_table(path: &str, reader: ChannelReader) -> Result<u64, Stor
     let params = WriteParams {
         mode: WriteMode::Create,
         max_rows_per_file: 1 << 22,
+        session: session_for(path)?,
         ..Default::default()
     };
     let ds = Dataset::write(reader, path, Some(params))
@@ -84,13 +85,25 @@ pub async fn create_table(path: &str, reader: ChannelReader) -> Result<u64, Stor
     Ok(ds.version().version)
 }
 
+/// The Lance session for `path`: S3 URLs go through pChronicle's S3 client
+/// (see `crate::s3::lance`); local paths use Lance's default.
+fn session_for(path: &str) -> Result<Option<std::sync::Arc<lance::session::Session>>, StoreError> {
+    if path.starts_with("s3://") {
+        crate::s3::lance::session()
+            .map(Some)
+            .map_err(|e| StoreError::Io(format!("[{}] {e}", e.code())))
+    } else {
+        Ok(None)
+    }
+}
+
 /// Open `path` at exactly `version`.
 pub async fn open_at(path: &str, version: u64) -> Result<Dataset, StoreError> {
-    DatasetBuilder::from_uri(path)
-        .with_version(version)
-        .load()
-        .await
-        .map_err(lance_err)
+    let mut builder = DatasetBuilder::from_uri(path).with_version(version);
+    if let Some(s) = session_for(path)? {
+        builder = builder.with_session(s);
+    }
+    builder.load().await.map_err(lance_err)
 }
 
 /// Read `columns` of `path@version` (all rows, in storage order), optionally

@@ -21,6 +21,7 @@
 pub mod current;
 mod lance_io;
 mod objects;
+pub mod publish;
 mod read;
 mod schema;
 mod write;
@@ -69,10 +70,13 @@ impl StoreError {
     }
 }
 
-/// A Storyline Lance store on local disk.
+/// A Storyline Lance store on local disk or under an S3 prefix.
 #[derive(Debug, Clone)]
 pub struct StorylineLanceStore {
+    /// The local directory (empty for a store on S3).
     root: PathBuf,
+    /// The directory or `s3://bucket/prefix` URL the tables are under.
+    base: String,
     current: Current,
 }
 
@@ -82,8 +86,24 @@ impl StorylineLanceStore {
         let current = Current::read(root)?;
         Ok(StorylineLanceStore {
             root: root.to_path_buf(),
+            base: root.display().to_string(),
             current,
         })
+    }
+
+    /// Open a store under `s3://bucket/prefix` (`prefix` empty or ending in
+    /// `/`), pinning the snapshot its `CURRENT` object names now; also
+    /// returns that object's ETag.
+    pub fn open_s3(bucket: &str, prefix: &str) -> Result<(Self, String), StoreError> {
+        let (current, etag) = Current::read_s3(bucket, prefix)?;
+        Ok((
+            StorylineLanceStore {
+                root: PathBuf::new(),
+                base: format!("s3://{bucket}/{prefix}"),
+                current,
+            },
+            etag,
+        ))
     }
 
     /// The pinned pointer.
@@ -98,13 +118,21 @@ impl StorylineLanceStore {
 
     /// A reader over the pinned snapshot.
     pub fn reader(&self) -> Result<StoreReader, StoreError> {
-        StoreReader::open(&self.root, self.current.committed.clone())
+        Ok(StoreReader::at(
+            self.base.clone(),
+            self.current.committed.clone(),
+        ))
     }
 
     /// Compact tables, refresh indexes, drop versions older than the
     /// retention (keeping the committed ones) and unreferenced objects, then
     /// publish the result through `CURRENT`.
     pub fn maintain(&mut self, options: &MaintainOptions) -> Result<MaintainReport, StoreError> {
+        if self.root.as_os_str().is_empty() {
+            return Err(StoreError::Io(
+                "maintenance of a store on S3 is not supported".into(),
+            ));
+        }
         let mut report = write::maintain(&self.root, options)?;
         self.current = Current::read(&self.root)?;
         if options.reindex {

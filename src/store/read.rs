@@ -2,7 +2,7 @@
 //! counts, and reconstruction of the Storyline documents for export.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::{Array, AsArray};
@@ -22,17 +22,24 @@ use crate::table::Table;
 /// Reads one committed snapshot.
 #[derive(Debug, Clone)]
 pub struct StoreReader {
-    root: PathBuf,
+    /// Where the store lives: a local directory or an `s3://` URL.
+    base: String,
     committed: Option<Committed>,
 }
 
 impl StoreReader {
     /// A reader of `committed` (None: an empty store).
     pub fn open(root: &Path, committed: Option<Committed>) -> Result<Self, StoreError> {
-        Ok(StoreReader {
-            root: root.to_path_buf(),
+        Ok(Self::at(root.display().to_string(), committed))
+    }
+
+    /// A reader of `committed` in the store at `base`, a local directory or
+    /// an `s3://bucket/prefix` URL.
+    pub fn at(base: String, committed: Option<Committed>) -> Self {
+        StoreReader {
+            base: base.trim_end_matches('/').to_string(),
             committed,
-        })
+        }
     }
 
     fn table(&self, t: Table) -> Option<(String, u64)> {
@@ -44,12 +51,12 @@ impl StoreReader {
             _ => return None,
         };
         Some((
-            self.root
-                .join("generations")
-                .join(&c.table_generation)
-                .join(dir_name(t))
-                .display()
-                .to_string(),
+            format!(
+                "{}/generations/{}/{}",
+                self.base,
+                c.table_generation,
+                dir_name(t)
+            ),
             v,
         ))
     }
@@ -113,7 +120,7 @@ impl StoreReader {
                 "rows reference objects but the store has none".into(),
             ));
         };
-        let path = self.root.join("objects.lance").display().to_string();
+        let path = format!("{}/objects.lance", self.base);
         let mut objects = HashMap::new();
         let ids: Vec<String> = ids.into_iter().collect();
         for chunk in ids.chunks(512) {

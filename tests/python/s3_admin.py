@@ -5,6 +5,7 @@ Usage: s3_admin.py ENDPOINT COMMAND ARGS...
   upload NAME PREFIX DIR              upload every file under DIR
   put NAME KEY FILE                   put one object from a file ('-' = stdin)
   delete NAME KEY                     delete one object
+  get NAME KEY                        print one object
   keys NAME                           print every key, one per line
 """
 
@@ -51,6 +52,9 @@ def main() -> None:
     elif command == "delete":
         name, key = args
         s3.delete_object(Bucket=name, Key=key)
+    elif command == "get":
+        name, key = args
+        sys.stdout.buffer.write(s3.get_object(Bucket=name, Key=key)["Body"].read())
     elif command == "keys":
         (name,) = args
         pages = s3.get_paginator("list_objects_v2").paginate(Bucket=name)

@@ -5,12 +5,15 @@ and serves until its stdin closes (so it ends with the process that
 started it), or until killed.
 """
 
+import logging
 import sys
 
 from moto.server import ThreadedMotoServer
 
 
 def main() -> None:
+    # One log line per request would dominate the output and the run time.
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()

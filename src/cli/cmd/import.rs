@@ -27,6 +27,14 @@ pub enum ImportError {
     /// Another import holds the target.
     #[error("another import is creating `{0}` right now")]
     Busy(String),
+    /// Another import holds the lock object of an S3 target.
+    #[error("another import is creating `{target}` (its lock object is `{lock}`; delete it if that import was killed)")]
+    BusyS3 {
+        /// The target.
+        target: String,
+        /// The lock object.
+        lock: String,
+    },
     /// The input has no trajectory files.
     #[error("no trajectory files found in `{0}`")]
     NoInput(String),
@@ -76,7 +84,7 @@ impl ImportError {
     pub fn code(&self) -> &'static str {
         match self {
             ImportError::TargetExists(_) => "PC-IMP-001",
-            ImportError::Busy(_) => "PC-IMP-002",
+            ImportError::Busy(_) | ImportError::BusyS3 { .. } => "PC-IMP-002",
             ImportError::NoInput(_) => "PC-IMP-003",
             ImportError::MixedFormats { .. } => "PC-IMP-004",
             ImportError::WrongFormat { .. } => "PC-IMP-005",
@@ -118,6 +126,18 @@ const CHUNK: usize = 64;
 pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
     let started = Instant::now();
     let target = &s.target;
+    // An S3 target is claimed first, built locally in a temporary directory
+    // (removed at the end), then published.
+    let remote = match &s.s3_target {
+        Some(uri) => Some(crate::store::publish::S3Target::claim(uri).map_err(publish_error)?),
+        None => None,
+    };
+    let _local_tmp = remote.as_ref().and_then(|_| {
+        target.parent().map(|p| Staging {
+            dir: p.to_path_buf(),
+            armed: true,
+        })
+    });
     let name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -265,6 +285,14 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
     crate::store::current::sync_dir(&parent);
     drop(lock);
     let _ = std::fs::remove_file(&lock_path);
+    let dataset_uri = match (remote, &s.s3_target) {
+        (Some(remote), Some(uri)) => {
+            out.info(&format!("publishing to {uri}"));
+            remote.publish(target).map_err(publish_error)?;
+            uri.to_string()
+        }
+        _ => target.display().to_string(),
+    };
     for (old, new) in &summary.renamed_ids {
         warnings.push(json!({"code": "PC-IMP-009", "message": format!("document id `{old}` appears more than once; stored as `{new}`")}));
     }
@@ -282,7 +310,7 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
     let elapsed = started.elapsed();
     out.info(&format!(
         "created {} ({} {}, {} steps) in {:.1}s, {:.1} MB/s",
-        target.display(),
+        dataset_uri,
         summary.trajectories,
         if summary.trajectories == 1 {
             "trajectory"
@@ -294,7 +322,7 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
         input_bytes as f64 / 1e6 / elapsed.as_secs_f64().max(1e-6)
     ));
     out.write_json(&json!({
-        "dataset_uri": target.display().to_string(),
+        "dataset_uri": dataset_uri,
         "format": format.name(),
         "sources": sources.iter().map(|s| s.source_path.clone()).collect::<Vec<_>>(),
         "trajectories": summary.trajectories,
@@ -310,6 +338,16 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
         "elapsed_ms": elapsed.as_millis() as u64,
     }))?;
     Ok(ExitStatus::Success)
+}
+
+fn publish_error(e: crate::store::publish::PublishError) -> Error {
+    use crate::store::publish::PublishError as P;
+    match e {
+        P::Exists(t) => ImportError::TargetExists(t).into(),
+        P::Busy { target, lock } => ImportError::BusyS3 { target, lock }.into(),
+        P::S3(e) => CatalogError::S3(e).into(),
+        P::Local(m) => ImportError::Io(m).into(),
+    }
 }
 
 /// Find the input files and their one format.
