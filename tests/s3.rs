@@ -193,6 +193,15 @@ fn same_results_as_local(mode: &str) {
         assert_eq!(r.contains(",version="), mode == "versioned", "{r}");
     }
 
+    // Listed again with unchanged ETags, nothing is read but the listing.
+    let again = env.run(&with_allow(&["ls", &uri, "--format", "json"]));
+    assert!(
+        stderr(&again).contains("S3: 1 request,"),
+        "{}",
+        stderr(&again)
+    );
+    assert_eq!(json(&again)["snapshot_id"], remote["snapshot_id"]);
+
     // status: the same counts.
     let remote = json(&env.run(&with_allow(&["status", &uri, "--format", "json"])));
     let here = json(&env.run(&["status", local, "--format", "json"]));

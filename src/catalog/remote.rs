@@ -8,6 +8,10 @@
 //! ranged reads; the first read also reports the object's version id on a
 //! versioned bucket, so each Source is pinned to its version (else its ETag)
 //! and every later read is conditional on that pin.
+//!
+//! What a sniff found is kept in a small per-Dataset file in the cache
+//! directory, keyed by object key and ETag: an object listed again with the
+//! same ETag is not read again, so a warm `ls` or `find` costs the listing.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -199,15 +203,23 @@ pub fn discover(
         out.sources.push(source);
     }
     let bucket = uri.bucket().to_string();
+    let cache_file = sniff_cache_file(uri);
+    let cached = cache_file.as_deref().map(load_sniffs).unwrap_or_default();
     let sniffed: Vec<_> = crate::util::rt::on_pool(true, || {
         candidates
             .into_par_iter()
             .map(|(rel, o)| {
-                let r = sniff(&client, &bucket, &o);
+                let r = match cached.get(&o.key).filter(|c| c.etag == o.etag) {
+                    Some(c) => c.restore(),
+                    None => sniff(&client, &bucket, &o),
+                };
                 (rel, o, r)
             })
             .collect()
     });
+    if let Some(file) = &cache_file {
+        save_sniffs(file, &sniffed);
+    }
     for (rel, o, r) in sniffed {
         let (pin, sniffed) = r;
         let snapshot_ref = SnapshotRef::Object {
@@ -284,6 +296,93 @@ pub fn discover(
         .sort_by(|a, b| a.source_path.cmp(&b.source_path));
     out.physical.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
+}
+
+/// What one sniff found, as cached.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct CachedSniff {
+    etag: String,
+    version: Option<String>,
+    format: Option<SourceFormat>,
+    shape: Option<formats::OpenAiShape>,
+    container: Container,
+}
+
+impl CachedSniff {
+    fn restore(&self) -> (ObjectPin, Result<formats::Sniffed, StatusReason>) {
+        (
+            ObjectPin {
+                etag: self.etag.clone(),
+                version: self.version.clone(),
+            },
+            Ok(formats::Sniffed {
+                format: self.format,
+                openai_shape: self.shape,
+                container: self.container,
+                invalid: None,
+            }),
+        )
+    }
+}
+
+const SNIFF_CACHE_VERSION: u32 = 1;
+
+fn sniff_cache_file(uri: &S3Uri) -> Option<PathBuf> {
+    let key = blake3::hash(uri.to_string().as_bytes()).to_hex();
+    Some(
+        crate::util::path::cache_base()?
+            .join("s3-sniff")
+            .join(format!(
+                "v{SNIFF_CACHE_VERSION}-{}.json",
+                &key.as_str()[..32]
+            )),
+    )
+}
+
+fn load_sniffs(file: &std::path::Path) -> std::collections::HashMap<String, CachedSniff> {
+    std::fs::read(file)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+/// Keep what this discovery knows (clean sniffs only; failures are retried
+/// next time). Best effort: a cache that cannot be written is skipped.
+fn save_sniffs(
+    file: &std::path::Path,
+    sniffed: &[(
+        String,
+        ListedObject,
+        (ObjectPin, Result<formats::Sniffed, StatusReason>),
+    )],
+) {
+    let map: std::collections::HashMap<&str, CachedSniff> = sniffed
+        .iter()
+        .filter_map(|(_, o, (pin, r))| {
+            let s = r.as_ref().ok().filter(|s| s.invalid.is_none())?;
+            Some((
+                o.key.as_str(),
+                CachedSniff {
+                    etag: pin.etag.clone(),
+                    version: pin.version.clone(),
+                    format: s.format,
+                    shape: s.openai_shape,
+                    container: s.container,
+                },
+            ))
+        })
+        .collect();
+    let Ok(bytes) = serde_json::to_vec(&map) else {
+        return;
+    };
+    let Some(dir) = file.parent() else { return };
+    if std::fs::create_dir_all(dir).is_err() {
+        return;
+    }
+    let tmp = file.with_extension(format!("tmp-{}", std::process::id()));
+    if std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, file).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
 }
 
 /// A key with a segment starting with `.` (staging, caches) is not part of

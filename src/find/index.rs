@@ -388,19 +388,7 @@ impl DocumentOrdinals {
 
 /// Where the index of a Dataset's exchange files is cached.
 pub fn cache_dir(dataset: &str) -> Option<PathBuf> {
-    let base = std::env::var_os("PCHRONICLE_CACHE_DIR")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("XDG_CACHE_HOME")
-                .filter(|v| !v.is_empty())
-                .map(|v| PathBuf::from(v).join("pchronicle"))
-        })
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|h| PathBuf::from(h).join(".cache").join("pchronicle"))
-        })?;
+    let base = crate::util::path::cache_base()?;
     let key = blake3::hash(dataset.as_bytes()).to_hex();
     Some(
         base.join("find")

@@ -28,7 +28,9 @@ pub use sniff::{Container, Shape};
 use model::Storyline;
 
 /// The format of a Source.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum SourceFormat {
     /// ATIF (Harbor Agent Trajectory Interchange Format) v1.x.
     Atif,
@@ -68,7 +70,7 @@ impl std::fmt::Display for SourceFormat {
 }
 
 /// The shape of an OpenAI messages file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum OpenAiShape {
     /// `{"messages":[…],"tools":[…]}` examples.
     Sft,

@@ -6,7 +6,7 @@
 //! 10 GB file costs the bytes up to the end of its first record's keys.
 
 /// The outer layout of a JSON file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Container {
     /// Nothing but whitespace so far.
     Empty,

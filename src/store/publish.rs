@@ -13,10 +13,15 @@
 //!    the store visible, and it cannot replace another writer's;
 //! 5. the staging objects and the lock are deleted.
 //!
-//! A failure or interruption before step 4 leaves no Source behind (copied
-//! tables without a `CURRENT` are ignored by discovery and reused or
-//! overwritten by the next import of the same target); a stale lock left by
-//! a killed import names itself in the `Busy` error.
+//! A failure or interruption before step 4 leaves no Source behind: copied
+//! tables without a `CURRENT` are ignored by discovery (they stay as
+//! unreferenced objects until deleted). A stale lock left by a killed import
+//! names itself in the `Busy` error.
+//!
+//! Conditional writes are retried like any request, so a create-only PUT
+//! whose answer was lost can come back as a conflict with itself. Both the
+//! lock and `CURRENT` are therefore read back on a conflict: when the object
+//! holds exactly what this import wrote, the write succeeded.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -77,9 +82,9 @@ impl S3Target {
             std::process::id()
         );
         let body = format!("{{\"pid\":{},\"started_ns\":{nanos}}}", std::process::id());
-        match client.put(uri.bucket(), &lock_key, body.into(), &PutMode::Create) {
-            Ok(_) => {}
-            Err(S3Error::Conflict { .. }) => {
+        match create(&client, uri.bucket(), &lock_key, body.as_bytes()) {
+            Ok(true) => {}
+            Ok(false) => {
                 return Err(PublishError::Busy {
                     target: uri.to_string(),
                     lock: format!("s3://{}/{lock_key}", uri.bucket()),
@@ -144,18 +149,14 @@ impl S3Target {
         })?;
         let current = std::fs::read(dir.join("CURRENT"))
             .map_err(|e| PublishError::Local(format!("CURRENT: {e}")))?;
-        match self.client.put(
-            &self.bucket,
-            &format!("{}CURRENT", self.prefix),
-            current.into(),
-            &PutMode::Create,
-        ) {
-            Ok(_) => Ok(()),
-            Err(S3Error::Conflict { .. }) => Err(PublishError::Exists(format!(
+        let key = format!("{}CURRENT", self.prefix);
+        if create(&self.client, &self.bucket, &key, &current)? {
+            Ok(())
+        } else {
+            Err(PublishError::Exists(format!(
                 "s3://{}/{}",
                 self.bucket, self.prefix
-            ))),
-            Err(e) => Err(e.into()),
+            )))
         }
     }
 
@@ -182,8 +183,21 @@ impl Drop for S3Target {
     }
 }
 
-/// Every file of the store at `dir`, relative, `/`-separated, except the
-/// local full-text index (rebuilt in the reader's cache when needed).
+/// Create `key` with `body` unless it exists; `Ok(false)` when another
+/// writer's object is there. A conflict is read back: an object holding
+/// exactly `body` is this write, answered late (see the module docs).
+fn create(client: &Client, bucket: &str, key: &str, body: &[u8]) -> Result<bool, S3Error> {
+    match client.put(bucket, key, body.to_vec().into(), &PutMode::Create) {
+        Ok(_) => Ok(true),
+        Err(S3Error::Conflict { .. }) => Ok(client
+            .get_object(bucket, key)?
+            .is_some_and(|(bytes, _)| bytes.as_ref() == body)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Every file of the store at `dir`, relative, `/`-separated, except a
+/// local full-text index (readers of S3 stores index in their own cache).
 fn store_files(dir: &Path) -> Result<Vec<String>, PublishError> {
     let mut out = Vec::new();
     let mut stack: Vec<PathBuf> = vec![PathBuf::new()];

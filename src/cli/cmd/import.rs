@@ -257,9 +257,10 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
     }
     // The full-text index travels with the store: derived data, rebuilt by
     // `find` in its cache when missing.
+    // A store published to S3 goes without it: readers do not fetch it.
     let index_started = std::time::Instant::now();
     let mut fts_index = Value::Null;
-    match crate::catalog::stores::probe_store(&staging.dir, ".") {
+    match crate::catalog::stores::probe_store(&staging.dir, ".").filter(|_| s.s3_target.is_none()) {
         Some(src) => match crate::find::prepare::build_store_index(&staging.dir, &src) {
             Ok((steps, text_bytes)) => {
                 let secs = index_started.elapsed().as_secs_f64();
@@ -272,6 +273,7 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
             }
             Err(e) => warnings.push(json!({"code": "PC-FND-003", "message": format!("the full-text index was not built ({e}); `find` will build it on first use")})),
         },
+        None if s.s3_target.is_some() => {}
         None => warnings.push(json!({"code": "PC-FND-003", "message": "the full-text index was not built (no CURRENT); `find` will build it on first use"})),
     }
     // Publish: one rename of the complete store.
@@ -346,7 +348,11 @@ fn publish_error(e: crate::store::publish::PublishError) -> Error {
         P::Exists(t) => ImportError::TargetExists(t).into(),
         P::Busy { target, lock } => ImportError::BusyS3 { target, lock }.into(),
         P::S3(e) => CatalogError::S3(e).into(),
-        P::Local(m) => ImportError::Io(m).into(),
+        P::Local(m) => ImportError::Store {
+            code: "PC-STO-003",
+            message: m,
+        }
+        .into(),
     }
 }
 
