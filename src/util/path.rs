@@ -66,6 +66,24 @@ pub fn to_slash(rel: &Path) -> String {
     s
 }
 
+/// pChronicle's cache directory: `$PCHRONICLE_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/pchronicle`, else `~/.cache/pchronicle`.
+pub fn cache_base() -> Option<PathBuf> {
+    std::env::var_os("PCHRONICLE_CACHE_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .filter(|v| !v.is_empty())
+                .map(|v| PathBuf::from(v).join("pchronicle"))
+        })
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".cache").join("pchronicle"))
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,22 +123,4 @@ mod tests {
             assert!(check_dataset_relative(bad).is_err(), "{bad}");
         }
     }
-}
-
-/// pChronicle's cache directory: `$PCHRONICLE_CACHE_DIR`, else
-/// `$XDG_CACHE_HOME/pchronicle`, else `~/.cache/pchronicle`.
-pub fn cache_base() -> Option<PathBuf> {
-    std::env::var_os("PCHRONICLE_CACHE_DIR")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("XDG_CACHE_HOME")
-                .filter(|v| !v.is_empty())
-                .map(|v| PathBuf::from(v).join("pchronicle"))
-        })
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|h| PathBuf::from(h).join(".cache").join("pchronicle"))
-        })
 }
