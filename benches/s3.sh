@@ -57,6 +57,26 @@ hyperfine --warmup 0 --runs 3 --export-json "$OUT/h.json" \
   -n "query s3" "$PC query $S3 \"$SQL\" --format csv -q" \
   -n "find local" "$PC find $DIR --match $TERM --format json -q" \
   -n "find s3" "$PC find $S3 --match $TERM --format json -q" >&2
+# Cold listing (no sniff cache: every candidate object is sniffed once), and
+# the server's own ceiling: boto3 fetching every object with 16 threads.
+rm -rf "$OUT/cold-cache"
+COLD_START=$(date +%s.%N)
+COLD=$(PCHRONICLE_CACHE_DIR="$OUT/cold-cache" "$PC" ls "$S3" --format json 2>&1 >/dev/null | sed -n 's/^S3: //p' | tail -1)
+COLD_S=$(awk -v a="$COLD_START" -v b="$(date +%s.%N)" 'BEGIN{printf "%.3f", b-a}')
+BOTO_S=$("$PCHRONICLE_PYTHON" - "$ENDPOINT" <<'PY'
+import sys, time, concurrent.futures as cf
+import boto3
+from botocore.config import Config
+s3 = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1",
+                  aws_access_key_id="bench", aws_secret_access_key="bench-secret",
+                  config=Config(s3={"addressing_style": "path"}, max_pool_connections=16))
+t = time.time()
+keys = [o["Key"] for p in s3.get_paginator("list_objects_v2").paginate(Bucket="bench", Prefix="corpus/") for o in p.get("Contents", [])]
+with cf.ThreadPoolExecutor(16) as ex:
+    n = sum(ex.map(lambda k: len(s3.get_object(Bucket="bench", Key=k)["Body"].read()), keys))
+print(f"{time.time() - t:.3f}")
+PY
+)
 traffic() { "$PC" "$@" 2>&1 >/dev/null | sed -n 's/^S3: \([0-9]*\) requests\?, \([0-9]*\) bytes received$/\1 \2/p' | tail -1; }
 echo "Corpus: $FILES ATIF files, $(awk -v b="$BYTES" 'BEGIN{printf "%.1f", b/1e6}') MB ($RUNS runs, ~$STEPS steps each, seed 5); S3 = moto $("$PCHRONICLE_PYTHON" -c 'import moto; print(moto.__version__)') on 127.0.0.1."
 echo
@@ -78,3 +98,6 @@ req, b = (t + ["?", "?"])[:2]
 print(f"| `{cmd}` | {loc:.3f} | {s3:.3f} | {s3/loc:.1f}× | {req} | {b} |")
 PY
 done
+echo
+echo "Cold \`ls\` of the S3 Dataset (empty sniff cache, every candidate sniffed once): ${COLD_S} s, ${COLD}."
+echo "The server's ceiling on the same data: boto3 listing and fetching every object with 16 threads took ${BOTO_S} s."

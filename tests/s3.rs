@@ -818,3 +818,31 @@ fn an_object_overwritten_mid_read_fails_the_command() {
 fn an_object_deleted_mid_read_fails_the_command() {
     changed_between_listing_and_read(404, "deleted");
 }
+
+#[test]
+fn credentials_from_the_environment_never_reach_the_output() {
+    // Whatever fails — a refusal, a denial, a timeout — the secret key, the
+    // session token and the signature stay out of stdout and stderr.
+    let secret = "pcSECRETmarker0123456789";
+    let token = "pcTOKENmarker0123456789";
+    let denied = scripted(|_, _, _| Some((403, vec![], error_body("SignatureDoesNotMatch"))));
+    for (endpoint, extra) in [
+        (denied.url.as_str(), vec!["--s3-allow", "127.0.0.1"]),
+        ("http://10.1.1.1:9000", vec![]),
+    ] {
+        let env = Env::at(endpoint);
+        let o = env
+            .cmd()
+            .env("AWS_SECRET_ACCESS_KEY", secret)
+            .env("AWS_SESSION_TOKEN", token)
+            .args(["status", "s3://pc-bucket/x"])
+            .args(&extra)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        let all = format!("{}{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
+        for needle in [secret, token, "Signature=", "X-Amz-Signature"] {
+            assert!(!all.contains(needle), "{needle} leaked: {all}");
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! Faults the built binary must survive (issue 9): an import killed at
+//! random points, an import that runs out of file space, a store whose
+//! `CURRENT` is corrupt, a file truncated between discovery and read, and
+//! readers whose stdout closes early.
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_pchronicle"));
+    c.env_remove("PCHRONICLE_SETTINGS").env("NO_COLOR", "1");
+    c
+}
+
+fn example(sub: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/dataset")
+        .join(sub)
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A small deterministic generator for kill delays.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, bound: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % bound
+    }
+}
+
+/// Visible entries of `dir` (hidden staging and lock files excluded).
+fn visible(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn an_import_killed_at_random_points_leaves_nothing_or_a_complete_store() {
+    let home = tempfile::tempdir().unwrap();
+    let input = example("golang__exp");
+    // How long one import takes here, to spread the kills over it.
+    let started = std::time::Instant::now();
+    let o = bin()
+        .env("HOME", home.path())
+        .args(["import", "--from"])
+        .arg(&input)
+        .arg("--output")
+        .arg(home.path().join("reference"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let span = (started.elapsed().as_millis() as u64).max(20);
+    let reference = bin()
+        .env("HOME", home.path())
+        .args(["status", "--format", "json", "-q"])
+        .arg(home.path().join("reference"))
+        .output()
+        .unwrap();
+    let want: serde_json::Value = serde_json::from_slice(&reference.stdout).unwrap();
+
+    let mut rng = Lcg(7);
+    let (mut absent, mut complete) = (0, 0);
+    for round in 0..16 {
+        let target = home.path().join(format!("t{round}"));
+        let mut child = bin()
+            .env("HOME", home.path())
+            .args(["import", "--from"])
+            .arg(&input)
+            .arg("--output")
+            .arg(&target)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(rng.next(span + span / 2)));
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        if !target.exists() {
+            absent += 1;
+            // The target can be created afterwards: no lock or leftover blocks it.
+            let o = bin()
+                .env("HOME", home.path())
+                .args(["import", "--from"])
+                .arg(&input)
+                .arg("--output")
+                .arg(&target)
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(0), "round {round}: {}", stderr(&o));
+        } else {
+            complete += 1;
+        }
+        // Either way the target is now a complete, valid store.
+        let got = bin()
+            .env("HOME", home.path())
+            .args(["status", "--errors", "strict", "--format", "json", "-q"])
+            .arg(&target)
+            .output()
+            .unwrap();
+        assert_eq!(got.status.code(), Some(0), "round {round}: {}", stderr(&got));
+        let got: serde_json::Value = serde_json::from_slice(&got.stdout).unwrap();
+        for k in ["trajectories", "steps", "tool_calls", "ready"] {
+            assert_eq!(got["totals"][k], want["totals"][k], "round {round}: {k}");
+        }
+    }
+    // Nothing but the targets is visible beside them.
+    let mut names: Vec<String> = (0..16).map(|r| format!("t{r}")).collect();
+    names.push("reference".into());
+    names.sort();
+    assert_eq!(visible(home.path()), names);
+    assert!(absent + complete == 16);
+}
+
+#[test]
+fn an_import_out_of_file_space_fails_cleanly() {
+    // RLIMIT_FSIZE with SIGXFSZ ignored: writes past 64 KiB fail with EFBIG,
+    // as on a full disk.
+    let home = tempfile::tempdir().unwrap();
+    let target = home.path().join("big");
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(r#"trap '' XFSZ; ulimit -f 64; exec "$0" import --from "$1" --output "$2""#)
+        .arg(env!("CARGO_BIN_EXE_pchronicle"))
+        .arg(example("golang__exp"))
+        .arg(&target)
+        .env("HOME", home.path())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("error[PC-"), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+    assert!(!target.exists());
+    assert!(visible(home.path()).is_empty(), "{:?}", visible(home.path()));
+}
+
+#[test]
+fn a_corrupt_current_is_an_error_source_or_a_strict_failure() {
+    let home = tempfile::tempdir().unwrap();
+    let store = home.path().join("wh").join("s");
+    std::fs::create_dir_all(store.parent().unwrap()).unwrap();
+    let o = bin()
+        .env("HOME", home.path())
+        .args(["import", "--from"])
+        .arg(example("golang__exp"))
+        .arg("--output")
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    std::fs::write(store.join("CURRENT"), b"{\"control_version\": 1, \"revis").unwrap();
+    let report = bin()
+        .env("HOME", home.path())
+        .args(["status", "--format", "json", "-q"])
+        .arg(home.path().join("wh"))
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(v["totals"]["error"], 1, "{v}");
+    assert_eq!(v["sources"][0]["reason"]["code"], "PC-FMT-013", "{v}");
+    let strict = bin()
+        .env("HOME", home.path())
+        .args(["status", "--errors", "strict"])
+        .arg(home.path().join("wh"))
+        .output()
+        .unwrap();
+    assert_eq!(strict.status.code(), Some(2));
+    assert!(stderr(&strict).contains("PC-CAT-010"), "{}", stderr(&strict));
+}
+
+#[test]
+fn a_file_truncated_after_discovery_fails_the_read() {
+    use pchronicle::catalog::read::{read_source, ReadFailure};
+    use pchronicle::catalog::{CatalogSnapshot, DatasetUri, DiscoveryLimits};
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("t.json");
+    std::fs::copy(example("DeepLink-org__Persisting/unicode_zh_15.json"), &f).unwrap();
+    let uri = DatasetUri::local(dir.path(), Path::new("/"));
+    let snap = CatalogSnapshot::open(&uri, DiscoveryLimits::default(), false).unwrap();
+    let len = std::fs::metadata(&f).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&f)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let r = read_source(
+        &snap.sources[0],
+        pchronicle::formats::DecodeOptions::full(1 << 30),
+        &mut |_| {},
+    );
+    assert!(
+        matches!(r, Err(ReadFailure::Fatal(ref e)) if e.code() == "PC-CAT-008"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn readers_whose_stdout_closes_early_exit_quietly() {
+    let home = tempfile::tempdir().unwrap();
+    let ds = example("");
+    for args in [
+        vec!["query", "SELECT * FROM steps", "--format", "jsonl", "--limit", "100000"],
+        vec!["find", "--match", "the", "--format", "json"],
+        vec!["export", "--format", "atif", "--output", "-"],
+        vec!["status", "--format", "json"],
+    ] {
+        let mut cmd = bin();
+        cmd.env("HOME", home.path())
+            .env("PCHRONICLE_CACHE_DIR", home.path().join("cache"));
+        if args[0] == "export" {
+            cmd.args(["export", "--from"]).arg(&ds).args(&args[1..]);
+        } else {
+            cmd.arg(args[0]).arg(&ds).args(&args[1..]);
+        }
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Read one byte, then hang up.
+        let mut out = child.stdout.take().unwrap();
+        let mut one = [0u8; 1];
+        let _ = out.read(&mut one);
+        drop(out);
+        let o = child.wait_with_output().unwrap();
+        let e = stderr(&o);
+        assert!(
+            matches!(o.status.code(), Some(0 | 1)),
+            "{args:?}: {:?} {e}",
+            o.status
+        );
+        assert!(!e.contains("panicked") && !e.contains("Broken pipe"), "{args:?}: {e}");
+    }
+}
