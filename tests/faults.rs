@@ -111,7 +111,12 @@ fn an_import_killed_at_random_points_leaves_nothing_or_a_complete_store() {
             .arg(&target)
             .output()
             .unwrap();
-        assert_eq!(got.status.code(), Some(0), "round {round}: {}", stderr(&got));
+        assert_eq!(
+            got.status.code(),
+            Some(0),
+            "round {round}: {}",
+            stderr(&got)
+        );
         let got: serde_json::Value = serde_json::from_slice(&got.stdout).unwrap();
         for k in ["trajectories", "steps", "tool_calls", "ready"] {
             assert_eq!(got["totals"][k], want["totals"][k], "round {round}: {k}");
@@ -146,7 +151,11 @@ fn an_import_out_of_file_space_fails_cleanly() {
     assert!(e.contains("error[PC-"), "{e}");
     assert!(!e.contains("panicked"), "{e}");
     assert!(!target.exists());
-    assert!(visible(home.path()).is_empty(), "{:?}", visible(home.path()));
+    assert!(
+        visible(home.path()).is_empty(),
+        "{:?}",
+        visible(home.path())
+    );
 }
 
 #[test]
@@ -180,7 +189,11 @@ fn a_corrupt_current_is_an_error_source_or_a_strict_failure() {
         .output()
         .unwrap();
     assert_eq!(strict.status.code(), Some(2));
-    assert!(stderr(&strict).contains("PC-CAT-010"), "{}", stderr(&strict));
+    assert!(
+        stderr(&strict).contains("PC-CAT-010"),
+        "{}",
+        stderr(&strict)
+    );
 }
 
 #[test]
@@ -215,7 +228,14 @@ fn readers_whose_stdout_closes_early_exit_quietly() {
     let home = tempfile::tempdir().unwrap();
     let ds = example("");
     for args in [
-        vec!["query", "SELECT * FROM steps", "--format", "jsonl", "--limit", "100000"],
+        vec![
+            "query",
+            "SELECT * FROM steps",
+            "--format",
+            "jsonl",
+            "--max-rows",
+            "100000",
+        ],
         vec!["find", "--match", "the", "--format", "json"],
         vec!["export", "--format", "atif", "--output", "-"],
         vec!["status", "--format", "json"],
@@ -245,6 +265,9 @@ fn readers_whose_stdout_closes_early_exit_quietly() {
             "{args:?}: {:?} {e}",
             o.status
         );
-        assert!(!e.contains("panicked") && !e.contains("Broken pipe"), "{args:?}: {e}");
+        assert!(
+            !e.contains("panicked") && !e.contains("Broken pipe"),
+            "{args:?}: {e}"
+        );
     }
 }
