@@ -1,0 +1,224 @@
+//! Resource bounds of read commands and hostile inputs (issue 9): every
+//! bound fails with its code and writes nothing, and hostile patterns and
+//! expressions finish without a crash.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/dataset")
+}
+
+fn run(home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pchronicle"))
+        .env_remove("PCHRONICLE_SETTINGS")
+        .env("HOME", home)
+        .env("PCHRONICLE_CACHE_DIR", home.join("cache"))
+        .env("NO_COLOR", "1")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn refused(o: &Output, code: &str) {
+    let e = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains(&format!("[{code}]")), "expected {code}: {e}");
+    assert!(!e.contains("panicked"), "{e}");
+    // Nothing of the result: stdout is empty, or (in JSON modes) holds only
+    // the error object.
+    if !o.stdout.is_empty() {
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|_| panic!("stdout: {}", String::from_utf8_lossy(&o.stdout)));
+        assert_eq!(v["error"]["code"], code, "{v}");
+    }
+}
+
+#[test]
+fn query_bounds_fail_with_their_codes_and_write_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let ds = example();
+    let ds = ds.to_str().unwrap();
+    let all = "SELECT * FROM steps";
+    refused(
+        &run(
+            home.path(),
+            &["query", ds, all, "--max-rows", "3", "--format", "csv"],
+        ),
+        "PC-SQL-015",
+    );
+    refused(
+        &run(
+            home.path(),
+            &[
+                "query",
+                ds,
+                all,
+                "--max-output-bytes",
+                "1000",
+                "--format",
+                "jsonl",
+            ],
+        ),
+        "PC-SQL-016",
+    );
+    refused(
+        &run(
+            home.path(),
+            &[
+                "query",
+                ds,
+                "SELECT * FROM steps ORDER BY message_value",
+                "--memory-budget",
+                "1000",
+                "--format",
+                "csv",
+            ],
+        ),
+        "PC-SQL-017",
+    );
+    // A cross join of steps with itself four times is far too large for a
+    // millisecond: the clock stops it.
+    refused(
+        &run(
+            home.path(),
+            &[
+                "query",
+                ds,
+                "SELECT count(*) FROM steps a, steps b, steps c, steps d",
+                "--timeout",
+                "0.001",
+                "--format",
+                "csv",
+            ],
+        ),
+        "PC-SQL-014",
+    );
+}
+
+#[test]
+fn pathological_like_patterns_finish() {
+    let home = tempfile::tempdir().unwrap();
+    let ds = example();
+    let ds = ds.to_str().unwrap();
+    let pattern = format!("{}x", "%a".repeat(200));
+    let underscores = "_".repeat(5000);
+    for p in [
+        pattern.as_str(),
+        underscores.as_str(),
+        "%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%b%",
+    ] {
+        let sql = format!(
+            "SELECT count(*) FROM steps WHERE message_value LIKE '{p}' OR reasoning_content LIKE '{p}'"
+        );
+        let started = Instant::now();
+        let o = run(
+            home.path(),
+            &["query", ds, &sql, "--format", "csv", "--timeout", "120"],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(String::from_utf8_lossy(&o.stdout).starts_with("count(*)"));
+        // Generous: the point is that matching is not exponential.
+        assert!(started.elapsed() < Duration::from_mins(2));
+    }
+}
+
+#[test]
+fn ten_thousand_find_terms_are_bounded() {
+    let home = tempfile::tempdir().unwrap();
+    let ds = example();
+    let ds = ds.to_str().unwrap();
+    // 10,000 terms in one expression: refused by size with its code.
+    let terms: Vec<String> = (0..10_000).map(|i| format!("t{i}")).collect();
+    let one = terms.join(" OR ");
+    refused(
+        &run(home.path(), &["find", ds, "--match", &one]),
+        "PC-FND-004",
+    );
+    // The same terms as 10,000 `--match` values (joined with AND): bounded
+    // too, refused or answered, never a crash.
+    let mut args = vec!["find", ds];
+    for t in &terms {
+        args.push("--match");
+        args.push(t);
+    }
+    let o = run(home.path(), &args);
+    let e = stderr(&o);
+    assert!(matches!(o.status.code(), Some(1 | 2)), "{e}");
+    assert!(!e.contains("panicked") && !e.contains("overflow"), "{e}");
+}
+
+#[test]
+fn megabyte_lines_and_tokens_within_bounds_are_read() {
+    // One ATIF document whose message is a single 4 MiB token, next to a
+    // normal one: read, indexed and searchable; previews stay short.
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("ds");
+    std::fs::create_dir_all(&dir).unwrap();
+    let token = "z".repeat(4 << 20);
+    let doc = format!(
+        r#"{{"schema_version":"ATIF-v1.6","session_id":"big","agent":{{"name":"a","version":"1"}},"steps":[{{"step_id":1,"source":"user","message":"{token} needle"}}]}}"#
+    );
+    std::fs::write(dir.join("big.json"), doc).unwrap();
+    let d = dir.to_str().unwrap();
+    let o = run(home.path(), &["status", d, "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["totals"]["steps"], 1);
+    let o = run(
+        home.path(),
+        &["find", d, "--match", "needle", "--format", "table"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains("big.json"), "{table}");
+    assert!(
+        table.lines().all(|l| l.chars().count() < 2000),
+        "a table line is not bounded"
+    );
+}
+
+#[test]
+fn control_sequences_in_trajectories_never_reach_the_terminal_raw() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("ds");
+    std::fs::create_dir_all(&dir).unwrap();
+    let evil = r"\u001b[2J\u001b]0;pwned\u0007\u009b31m";
+    let doc = format!(
+        r#"{{"schema_version":"ATIF-v1.6","session_id":"s{evil}","agent":{{"name":"a{evil}","version":"1"}},"steps":[{{"step_id":1,"source":"user","message":"hello {evil} world","model_name":"m{evil}"}}]}}"#
+    );
+    std::fs::write(dir.join("evil.json"), doc).unwrap();
+    let d = dir.to_str().unwrap();
+    for args in [
+        vec!["ls", d, "--format", "table"],
+        vec!["status", d, "--format", "table"],
+        vec!["find", d, "--match", "hello", "--format", "table"],
+        vec![
+            "query",
+            d,
+            "SELECT session_id, message_value, model_name FROM steps",
+            "--format",
+            "table",
+        ],
+        vec!["analysis", "models", d, "--format", "table"],
+    ] {
+        let o = run(home.path(), &args);
+        assert!(
+            matches!(o.status.code(), Some(0 | 1)),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+        for (what, bytes) in [("stdout", &o.stdout), ("stderr", &o.stderr)] {
+            let text = String::from_utf8_lossy(bytes);
+            assert!(
+                !text.contains('\u{1b}') && !text.contains('\u{7}') && !text.contains('\u{9b}'),
+                "{args:?} {what} carries a raw control character: {text:?}"
+            );
+        }
+    }
+}
