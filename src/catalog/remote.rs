@@ -328,7 +328,7 @@ impl CachedSniff {
 const SNIFF_CACHE_VERSION: u32 = 1;
 
 fn sniff_cache_file(uri: &S3Uri) -> Option<PathBuf> {
-    let key = blake3::hash(uri.to_string().as_bytes()).to_hex();
+    let key = blake3::hash(crate::s3::cache_identity(uri).as_bytes()).to_hex();
     Some(
         crate::util::path::cache_base()?
             .join("s3-sniff")

@@ -156,6 +156,17 @@ pub fn client() -> Result<Arc<Client>, S3Error> {
         .clone()
 }
 
+/// What local caches of an S3 Dataset are keyed by: the Dataset URI and the
+/// endpoint serving it (one bucket name on two endpoints is two Datasets'
+/// worth of objects).
+pub fn cache_identity(uri: &super::S3Uri) -> String {
+    let endpoint = ClientConfig::from_env()
+        .ok()
+        .and_then(|c| c.endpoint.map(|e| e.to_string()))
+        .unwrap_or_else(|| "aws".to_string());
+    format!("{uri} at {endpoint}")
+}
+
 /// Bytes and requests sent through the process's client, for reports.
 pub fn traffic() -> Option<(u64, u64)> {
     match CLIENT.get() {

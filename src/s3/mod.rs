@@ -17,8 +17,8 @@ pub mod lance;
 pub mod policy;
 
 pub use client::{
-    client, configure, traffic, Client, ClientConfig, ListedObject, ObjectPin, ObjectReader,
-    PutMode, S3Error,
+    cache_identity, client, configure, traffic, Client, ClientConfig, ListedObject, ObjectPin,
+    ObjectReader, PutMode, S3Error,
 };
 pub use policy::{
     canonical_ip, classify, is_sensitive_header, redact, system_resolver, AddressClass, AllowEntry,

@@ -70,7 +70,11 @@ pub fn run(s: &FindSettings, out: &mut Out) -> Result<ExitStatus, Error> {
             let prepared = prepare::prepare(
                 &mounts,
                 MOUNT,
-                crate::find::index::cache_dir(&s.dataset.to_string()).as_deref(),
+                crate::find::index::cache_dir(&match s.dataset.s3() {
+                    Some(u) => crate::s3::cache_identity(u),
+                    None => s.dataset.to_string(),
+                })
+                .as_deref(),
                 if s.build_index {
                     BuildPolicy::Build
                 } else {
