@@ -280,6 +280,8 @@ fn listing_follows_local_discovery_rules() {
         "d/sub/c.json",
         "d-old/x.json",
         "d/notes.txt",
+        "d/t.lance/data/a.lance",
+        "d/events.lance/_versions/1.manifest",
     ] {
         admin(&["put", &b, key, f]);
     }
@@ -307,10 +309,32 @@ fn listing_follows_local_discovery_rules() {
         [
             (".staging/b.json".to_string(), "skipped".to_string()),
             ("a.json".into(), "source".into()),
+            ("events.lance/_versions/1.manifest".into(), "member".into()),
             ("notes.txt".into(), "skipped".into()),
             ("sub/c.json".into(), "source".into()),
+            ("t.lance/data/a.lance".into(), "skipped".into()),
         ]
     );
+    let sources: Vec<(String, String)> = v["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["source_path"].as_str().unwrap().to_string(),
+                s["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        sources,
+        [
+            ("a.json".to_string(), "ready".to_string()),
+            ("events.lance".into(), "error".into()),
+            ("sub/c.json".into(), "ready".into()),
+        ]
+    );
+    assert_eq!(v["sources"][1]["reason"]["code"], "PC-S3-019");
     // An empty prefix has no Sources: the same exit as an empty directory.
     let o = env.run(&with_allow(&["ls", &format!("s3://{b}/nothing-here/")]));
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));

@@ -54,14 +54,19 @@ pub fn discover(
     let mut out = Discovery::default();
     // Store roots: directories with a `CURRENT` object, and `*.lance` directories.
     let mut stores: BTreeSet<String> = BTreeSet::new();
+    let mut with_current: BTreeSet<String> = BTreeSet::new();
     for (rel, _) in &objects {
         if hidden(rel) {
             continue;
         }
-        if rel == "CURRENT" {
-            stores.insert(".".into());
-        } else if let Some(dir) = rel.strip_suffix("/CURRENT") {
+        let current_dir = if rel == "CURRENT" {
+            Some(".")
+        } else {
+            rel.strip_suffix("/CURRENT")
+        };
+        if let Some(dir) = current_dir {
             stores.insert(dir.to_string());
+            with_current.insert(dir.to_string());
         }
         let mut dir = String::new();
         for seg in rel
@@ -97,6 +102,12 @@ pub fn discover(
             .iter()
             .find(|r| r.as_str() == "." || rel.starts_with(&format!("{r}/")))
     };
+    // A root is a Source when it has a `CURRENT` (Storyline) or is named
+    // `events.lance`; any other `*.lance` directory is a stray table.
+    let is_events = |root: &str| {
+        !with_current.contains(root) && root.rsplit('/').next() == Some("events.lance")
+    };
+    let is_source = |root: &str| with_current.contains(root) || is_events(root);
     let mut candidates: Vec<(String, ListedObject)> = Vec::new();
     let mut store_sizes: Vec<u64> = vec![0; roots.len()];
     for (rel, o) in objects {
@@ -119,8 +130,15 @@ pub fn discover(
             let i = roots.iter().position(|r| r == root).unwrap_or(0);
             store_sizes[i] += o.size;
             if physical {
-                out.physical
-                    .push(entry(Role::Member, Some(root.clone()), None));
+                out.physical.push(if is_source(root) {
+                    entry(Role::Member, Some(root.clone()), None)
+                } else {
+                    entry(
+                        Role::Skipped,
+                        None,
+                        Some("a Lance table outside a Storyline store"),
+                    )
+                });
             }
             continue;
         }
@@ -143,11 +161,10 @@ pub fn discover(
         }
     }
     for (root, size) in roots.iter().zip(store_sizes) {
-        let is_events = root.rsplit('/').next().unwrap_or(root) == "events.lance";
-        let is_storyline = stores.contains(root) && !root.ends_with(".lance") || root == ".";
-        if !is_events && !is_storyline {
+        if !is_source(root) {
             continue;
         }
+        let is_events = is_events(root);
         let store_prefix = if root == "." {
             prefix.to_string()
         } else {
