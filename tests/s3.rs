@@ -870,3 +870,41 @@ fn credentials_from_the_environment_never_reach_the_output() {
         }
     }
 }
+
+#[test]
+fn a_server_that_ignores_range_is_read_correctly() {
+    // Every GET answers 200 with the whole object: the client cuts out the
+    // range it asked for.
+    let server = scripted(|method, target, _| {
+        if method == "GET" && target.contains("list-type=2") {
+            return Some((200, vec![], listing(&[("x/a.json", DOC.len())])));
+        }
+        Some((
+            200,
+            vec![("ETag", "\"e1\"".into())],
+            DOC.as_bytes().to_vec(),
+        ))
+    });
+    let env = Env::at(&server.url);
+    let remote = json(&env.run(&with_allow(&[
+        "status",
+        "s3://pc-bucket/x",
+        "--format",
+        "json",
+    ])));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.json"), DOC).unwrap();
+    let here = json(&env.run(&["status", dir.path().to_str().unwrap(), "--format", "json"]));
+    for k in ["ready", "trajectories", "steps", "tool_calls"] {
+        assert_eq!(remote["totals"][k], here["totals"][k], "{k}");
+    }
+}
+
+#[test]
+fn a_redirect_without_location_is_reported_as_an_s3_error() {
+    let server = scripted(|_, _, _| Some((301, vec![], error_body("PermanentRedirect"))));
+    let env = Env::at(&server.url);
+    let o = env.run(&with_allow(&["ls", "s3://pc-bucket/x"]));
+    assert_code(&o, "PC-S3-017");
+    assert!(stderr(&o).contains("PermanentRedirect"), "{}", stderr(&o));
+}

@@ -462,23 +462,43 @@ impl Client {
     /// List every object under `prefix` (ListObjectsV2, all pages), at most
     /// `max` of them (more is an error the caller reports).
     pub fn list(&self, bucket: &str, prefix: &str, max: u64) -> Result<Vec<ListedObject>, S3Error> {
-        runtime().block_on(async {
-            let mut out = Vec::new();
-            let mut token: Option<String> = None;
-            loop {
-                let page = self
-                    .list_page(bucket, prefix, None, token.as_deref())
-                    .await?;
-                out.extend(page.objects);
-                if out.len() as u64 > max {
-                    return Ok(out);
-                }
-                match page.next {
-                    Some(t) => token = Some(t),
-                    None => return Ok(out),
-                }
+        runtime()
+            .block_on(self.list_all(bucket, prefix, None, max))
+            .map(|l| l.objects)
+    }
+
+    /// Every page of a listing, merged; stops once more than `max` objects
+    /// are in. A server that repeats a continuation token is an error, not
+    /// an endless loop.
+    pub async fn list_all(
+        &self,
+        bucket: &str,
+        prefix: &str,
+        delimiter: Option<&str>,
+        max: u64,
+    ) -> Result<ListPage, S3Error> {
+        let mut out = ListPage::default();
+        let mut token: Option<String> = None;
+        loop {
+            let page = self
+                .list_page(bucket, prefix, delimiter, token.as_deref())
+                .await?;
+            out.objects.extend(page.objects);
+            out.prefixes.extend(page.prefixes);
+            if out.objects.len() as u64 > max {
+                return Ok(out);
             }
-        })
+            match page.next {
+                Some(t) if token.as_deref() == Some(t.as_str()) => {
+                    return Err(S3Error::BadResponse {
+                        what: format!("list s3://{bucket}/{prefix}"),
+                        reason: "the server repeated a continuation token".into(),
+                    })
+                }
+                Some(t) => token = Some(t),
+                None => return Ok(out),
+            }
+        }
     }
 
     /// One page of a ListObjectsV2 listing, grouped by `delimiter` if given.
@@ -573,23 +593,41 @@ impl Client {
             },
         ))?;
         let expected = range.end - range.start;
-        let body = if resp.status == 200 && resp.body.len() as u64 > expected {
+        // A 200 is the whole object (the server ignored `Range`): cut the
+        // range out of it. Either way exactly `expected` bytes are used; a
+        // shorter answer means the object is not the one pinned.
+        let body = if resp.status == 200 {
+            if (resp.body.len() as u64) < range.end {
+                return Err(S3Error::Changed { key: key.into() });
+            }
             resp.body.slice(range.start as usize..range.end as usize)
         } else {
-            resp.body
+            if (resp.body.len() as u64) < expected {
+                return Err(S3Error::Changed { key: key.into() });
+            }
+            resp.body.slice(..expected as usize)
         };
-        if (body.len() as u64) < expected {
-            return Err(S3Error::Changed { key: key.into() });
-        }
         Ok(RangeRead {
             bytes: body,
             version: resp.version,
         })
     }
 
-    /// A whole object (or `None` when there is none), with its ETag.
-    pub fn get_object(&self, bucket: &str, key: &str) -> Result<Option<(Bytes, String)>, S3Error> {
-        match runtime().block_on(self.get(bucket, key, &GetRequest::default())) {
+    /// The first `limit` bytes of an object (or `None` when there is none),
+    /// with its ETag.
+    pub fn get_object(
+        &self,
+        bucket: &str,
+        key: &str,
+        limit: u64,
+    ) -> Result<Option<(Bytes, String)>, S3Error> {
+        let req = GetRequest {
+            range: Some(format!("bytes=0-{}", limit.saturating_sub(1))),
+            ..GetRequest::default()
+        };
+        match runtime().block_on(self.get(bucket, key, &req)) {
+            // An empty object has no byte 0.
+            Err(S3Error::Http { status: 416, .. }) => Ok(Some((Bytes::new(), String::new()))),
             Ok(r) => Ok(Some((r.body, r.etag.unwrap_or_default()))),
             Err(S3Error::Gone { .. }) => Ok(None),
             Err(e) => Err(e),
@@ -792,6 +830,8 @@ impl Client {
                         .into());
                     }
                     if decision.drop_sensitive_headers {
+                        // Another origin gets neither a signature nor any
+                        // header the policy calls sensitive.
                         sign = false;
                     }
                     origin = decision.endpoint;
@@ -835,6 +875,9 @@ impl Client {
         };
         let mut headers = HeaderMap::new();
         for (k, v) in &req.headers {
+            if !sign && super::policy::is_sensitive_header(k) {
+                continue;
+            }
             if let (Ok(k), Ok(v)) = (
                 HeaderName::from_bytes(k.as_bytes()),
                 HeaderValue::from_str(v),
@@ -880,8 +923,11 @@ impl Client {
                 .map(str::to_string)
         };
         if (300..400).contains(&status) && status != 304 {
-            let location = header("location").unwrap_or_default();
-            return Ok(Attempt::Redirect(location));
+            // Without a Location (S3's 301 for a bucket in another region)
+            // it is an error answer, reported as such.
+            if let Some(location) = header("location") {
+                return Ok(Attempt::Redirect(location));
+            }
         }
         let version = header("x-amz-version-id").filter(|v| v != "null");
         let etag = header("etag").map(|e| unquote(&e));

@@ -125,7 +125,7 @@ fn content_range(r: &Response) -> Option<(Range<u64>, u64)> {
     let (span, total) = text.split_once('/')?;
     let (a, b) = span.split_once('-')?;
     let (a, b): (u64, u64) = (a.parse().ok()?, b.parse().ok()?);
-    Some((a..b + 1, total.parse().ok()?))
+    Some((a..b.checked_add(1)?, total.parse().ok()?))
 }
 
 #[async_trait::async_trait]
@@ -139,14 +139,31 @@ impl object_store::ObjectStore for BucketStore {
         let mode = match opts.mode {
             OsPutMode::Overwrite => PutMode::Overwrite,
             OsPutMode::Create => PutMode::Create,
-            OsPutMode::Update(v) => PutMode::Replace(v.e_tag.unwrap_or_default()),
+            OsPutMode::Update(v) => match v.e_tag {
+                Some(e) => PutMode::Replace(e),
+                None => {
+                    return Err(object_store::Error::NotImplemented {
+                        operation: "conditional update without an ETag".into(),
+                        implementer: STORE.into(),
+                    })
+                }
+            },
         };
+        let replace = matches!(mode, PutMode::Replace(_));
         let body = Bytes::from(payload);
         let (etag, version) = self
             .client
             .put_async(&self.bucket, location.as_ref(), body, &mode)
             .await
-            .map_err(|e| os_error(e, location))?;
+            .map_err(|e| match e {
+                // A lost compare-and-swap is a failed precondition, not an
+                // existing object.
+                S3Error::Conflict { .. } if replace => object_store::Error::Precondition {
+                    path: location.to_string(),
+                    source: Box::new(e),
+                },
+                e => os_error(e, location),
+            })?;
         Ok(PutResult {
             e_tag: Some(etag),
             version,
@@ -249,23 +266,13 @@ impl object_store::ObjectStore for BucketStore {
         let bucket = self.bucket.clone();
         let prefix = prefix.map(|p| format!("{p}/")).unwrap_or_default();
         futures::stream::once(async move {
-            let mut all = Vec::new();
-            let mut token: Option<String> = None;
-            loop {
-                let page = client
-                    .list_page(&bucket, &prefix, None, token.as_deref())
-                    .await
-                    .map_err(|e| os_error(e, &Path::from(prefix.as_str())))?;
-                all.extend(page.objects.into_iter().map(meta_of));
-                match page.next {
-                    Some(t) => token = Some(t),
-                    None => break,
-                }
-            }
-            Ok::<_, object_store::Error>(all)
+            client
+                .list_all(&bucket, &prefix, None, u64::MAX)
+                .await
+                .map_err(|e| os_error(e, &Path::from(prefix.as_str())))
         })
         .map(|r| match r {
-            Ok(v) => futures::stream::iter(v.into_iter().map(Ok)).boxed(),
+            Ok(l) => futures::stream::iter(l.objects.into_iter().map(|o| Ok(meta_of(o)))).boxed(),
             Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
         })
         .flatten()
@@ -274,30 +281,20 @@ impl object_store::ObjectStore for BucketStore {
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
         let prefix = prefix.map(|p| format!("{p}/")).unwrap_or_default();
-        let mut out = ListResult {
-            common_prefixes: Vec::new(),
-            objects: Vec::new(),
+        let l = self
+            .client
+            .list_all(&self.bucket, &prefix, Some("/"), u64::MAX)
+            .await
+            .map_err(|e| os_error(e, &Path::from(prefix.as_str())))?;
+        Ok(ListResult {
+            common_prefixes: l
+                .prefixes
+                .iter()
+                .map(|p| Path::from(p.trim_end_matches('/')))
+                .collect(),
+            objects: l.objects.into_iter().map(meta_of).collect(),
             extensions: object_store::Extensions::default(),
-        };
-        let mut token: Option<String> = None;
-        loop {
-            let page = self
-                .client
-                .list_page(&self.bucket, &prefix, Some("/"), token.as_deref())
-                .await
-                .map_err(|e| os_error(e, &Path::from(prefix.as_str())))?;
-            out.objects.extend(page.objects.into_iter().map(meta_of));
-            out.common_prefixes.extend(
-                page.prefixes
-                    .iter()
-                    .map(|p| Path::from(p.trim_end_matches('/'))),
-            );
-            match page.next {
-                Some(t) => token = Some(t),
-                None => break,
-            }
-        }
-        Ok(out)
+        })
     }
 
     async fn copy_opts(

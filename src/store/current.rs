@@ -67,7 +67,7 @@ impl Current {
         let unreadable = |e: String| StoreError::Current(format!("cannot read CURRENT: {e}"));
         let client = crate::s3::client().map_err(|e| unreadable(format!("[{}] {e}", e.code())))?;
         let key = format!("{prefix}CURRENT");
-        match client.get_object(bucket, &key) {
+        match client.get_object(bucket, &key, MAX_BYTES + 1) {
             Ok(Some((bytes, etag))) if bytes.len() as u64 <= MAX_BYTES => {
                 Ok((Self::parse(&bytes)?, etag))
             }

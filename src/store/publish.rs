@@ -90,7 +90,18 @@ impl S3Target {
                     lock: format!("s3://{}/{lock_key}", uri.bucket()),
                 })
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                // The PUT may have landed although no answer came back:
+                // remove the lock if it is this import's.
+                if let Ok(Some((bytes, _))) =
+                    client.get_object(uri.bucket(), &lock_key, body.len() as u64 + 1)
+                {
+                    if bytes.as_ref() == body.as_bytes() {
+                        let _ = client.delete(uri.bucket(), &lock_key);
+                    }
+                }
+                return Err(e.into());
+            }
         }
         let target = S3Target {
             client,
@@ -102,7 +113,7 @@ impl S3Target {
         };
         if target
             .client
-            .get_object(&target.bucket, &format!("{}CURRENT", target.prefix))?
+            .get_object(&target.bucket, &format!("{}CURRENT", target.prefix), 1)?
             .is_some()
         {
             return Err(PublishError::Exists(uri.to_string()));
@@ -190,7 +201,7 @@ fn create(client: &Client, bucket: &str, key: &str, body: &[u8]) -> Result<bool,
     match client.put(bucket, key, body.to_vec().into(), &PutMode::Create) {
         Ok(_) => Ok(true),
         Err(S3Error::Conflict { .. }) => Ok(client
-            .get_object(bucket, key)?
+            .get_object(bucket, key, body.len() as u64 + 1)?
             .is_some_and(|(bytes, _)| bytes.as_ref() == body)),
         Err(e) => Err(e),
     }
