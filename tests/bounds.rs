@@ -222,3 +222,54 @@ fn control_sequences_in_trajectories_never_reach_the_terminal_raw() {
         }
     }
 }
+
+#[test]
+fn symlinks_never_lead_outside_the_dataset() {
+    let home = tempfile::tempdir().unwrap();
+    let outside = home.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let secret_doc =
+        std::fs::read(example().join("DeepLink-org__Persisting/unicode_zh_15.json")).unwrap();
+    std::fs::write(outside.join("secret.json"), &secret_doc).unwrap();
+    let ds = home.path().join("ds");
+    std::fs::create_dir_all(&ds).unwrap();
+    std::fs::write(ds.join("own.json"), &secret_doc).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.json"), ds.join("link.json")).unwrap();
+    std::os::unix::fs::symlink(&outside, ds.join("linkdir")).unwrap();
+    let d = ds.to_str().unwrap();
+    let o = run(home.path(), &["ls", d, "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let paths: Vec<&str> = v["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["source_path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["own.json"]);
+    // --source cannot name the link or climb out either.
+    for bad in ["link.json", "../outside/secret.json", "linkdir/secret.json"] {
+        let o = run(
+            home.path(),
+            &[
+                "export", "--from", d, "--source", bad, "--format", "atif", "--output", "-",
+            ],
+        );
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", stderr(&o));
+        assert!(
+            o.stdout.is_empty() || o.stdout.starts_with(b"{\"error\""),
+            "{bad}"
+        );
+    }
+    // An import target that is a symlink is an existing target.
+    let o = run(
+        home.path(),
+        &[
+            "import",
+            "--from",
+            d,
+            "--output",
+            ds.join("linkdir").to_str().unwrap(),
+        ],
+    );
+    refused(&o, "PC-IMP-001");
+}

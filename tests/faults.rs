@@ -239,12 +239,16 @@ fn readers_whose_stdout_closes_early_exit_quietly() {
         vec!["find", "--match", "the", "--format", "json"],
         vec!["export", "--format", "atif", "--output", "-"],
         vec!["status", "--format", "json"],
+        vec!["export", "--format", "atif", "--output", "-", "--stream"],
+        vec!["analysis", "tools", "--format", "jsonl"],
     ] {
         let mut cmd = bin();
         cmd.env("HOME", home.path())
             .env("PCHRONICLE_CACHE_DIR", home.path().join("cache"));
         if args[0] == "export" {
             cmd.args(["export", "--from"]).arg(&ds).args(&args[1..]);
+        } else if args[0] == "analysis" {
+            cmd.args(&args[..2]).arg(&ds).args(&args[2..]);
         } else {
             cmd.arg(args[0]).arg(&ds).args(&args[1..]);
         }
