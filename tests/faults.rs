@@ -275,3 +275,64 @@ fn readers_whose_stdout_closes_early_exit_quietly() {
         );
     }
 }
+
+#[test]
+fn outputs_that_run_out_of_file_space_leave_no_partial_file() {
+    // The same 4 KiB file-size limit for `export` (plain and streamed) and
+    // `query --output`: a coded failure, and no output file at all.
+    let home = tempfile::tempdir().unwrap();
+    let ds = example("");
+    for (i, args) in [
+        vec![
+            "export", "--from", "DS", "--format", "atif", "--output", "OUT",
+        ],
+        vec![
+            "export", "--from", "DS", "--format", "atif", "--output", "OUT", "--stream",
+        ],
+        vec![
+            "query",
+            "DS",
+            "SELECT * FROM steps",
+            "--format",
+            "jsonl",
+            "--output",
+            "OUT",
+        ],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let out = home.path().join(format!("out-{i}.json"));
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| match *a {
+                "DS" => ds.display().to_string(),
+                "OUT" => out.display().to_string(),
+                other => other.to_string(),
+            })
+            .collect();
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg(r#"trap '' XFSZ; ulimit -f 4; exec "$@""#)
+            .arg("sh")
+            .arg(env!("CARGO_BIN_EXE_pchronicle"))
+            .args(&args)
+            .env("HOME", home.path())
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(
+            e.contains("[PC-IO-001]") || e.contains("[PC-EXP-004]"),
+            "{args:?}: {e}"
+        );
+        assert!(!e.contains("panicked"), "{e}");
+        assert!(!out.exists(), "{args:?} left {}", out.display());
+        assert!(
+            visible(home.path()).is_empty(),
+            "{:?}",
+            visible(home.path())
+        );
+    }
+}
