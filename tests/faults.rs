@@ -336,3 +336,123 @@ fn outputs_that_run_out_of_file_space_leave_no_partial_file() {
         );
     }
 }
+
+/// The `*.lance` data files of a store's tables.
+fn data_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            data_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "lance")
+            && p.parent().is_some_and(|d| d.ends_with("data"))
+        {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn a_corrupt_lance_fragment_is_an_error_source_or_a_strict_failure() {
+    let home = tempfile::tempdir().unwrap();
+    let wh = home.path().join("wh");
+    std::fs::create_dir_all(&wh).unwrap();
+    let store = wh.join("s");
+    let o = bin()
+        .env("HOME", home.path())
+        .args(["import", "--from"])
+        .arg(example("golang__exp"))
+        .arg("--output")
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mut files = Vec::new();
+    data_files(&store.join("generations"), &mut files);
+    assert!(!files.is_empty());
+    for f in &files {
+        let len = std::fs::metadata(f).unwrap().len() as usize;
+        std::fs::write(f, vec![0xA5u8; len]).unwrap();
+    }
+    let report = bin()
+        .env("HOME", home.path())
+        .args(["status", "--format", "json", "-q"])
+        .arg(&wh)
+        .output()
+        .unwrap();
+    assert!(!stderr(&report).contains("panicked"), "{}", stderr(&report));
+    let v: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(v["totals"]["ready"], 0, "{v}");
+    assert!(
+        v["sources"][0]["reason"]["code"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("PC-")),
+        "{v}"
+    );
+    // A query skips the damaged store with a warning; under strict it fails.
+    let query = |strict: bool| {
+        let mut c = bin();
+        c.env("HOME", home.path())
+            .args(["query", "--format", "csv"]);
+        if strict {
+            c.args(["--errors", "strict"]);
+        }
+        c.arg(&wh)
+            .arg("SELECT count(*) AS n FROM steps")
+            .output()
+            .unwrap()
+    };
+    let report = query(false);
+    assert_eq!(report.status.code(), Some(0), "{}", stderr(&report));
+    assert_eq!(String::from_utf8_lossy(&report.stdout), "n\n0\n");
+    assert!(
+        stderr(&report).contains("warning[PC-FMT-014]"),
+        "{}",
+        stderr(&report)
+    );
+    let strict = query(true);
+    assert_eq!(strict.status.code(), Some(2), "{}", stderr(&strict));
+    assert!(
+        stderr(&strict).contains("error[PC-FMT-014]"),
+        "{}",
+        stderr(&strict)
+    );
+    assert!(!stderr(&strict).contains("panicked"), "{}", stderr(&strict));
+}
+
+#[test]
+fn racing_imports_repeatedly_leave_exactly_one_complete_store() {
+    let home = tempfile::tempdir().unwrap();
+    for round in 0..6 {
+        let target = home.path().join(format!("race{round}"));
+        let spawn = || {
+            bin()
+                .env("HOME", home.path())
+                .args(["import", "--from"])
+                .arg(example("golang__exp"))
+                .arg("--output")
+                .arg(&target)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn(), spawn());
+        let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+        let wins = [&a, &b]
+            .iter()
+            .filter(|o| o.status.code() == Some(0))
+            .count();
+        assert_eq!(wins, 1, "round {round}: {} / {}", stderr(&a), stderr(&b));
+        let loser = if a.status.code() == Some(0) { &b } else { &a };
+        let e = stderr(loser);
+        assert!(e.contains("PC-IMP-001") || e.contains("PC-IMP-002"), "{e}");
+        let st = bin()
+            .env("HOME", home.path())
+            .args(["status", "--errors", "strict", "--format", "json", "-q"])
+            .arg(&target)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+        assert_eq!(v["totals"]["steps"], 33, "round {round}: {v}");
+    }
+}

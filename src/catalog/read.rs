@@ -304,7 +304,9 @@ fn pinned(
     Ok(store)
 }
 
-fn store_failure(src: &Source, e: &crate::store::StoreError) -> ReadFailure {
+/// A store that failed while read: the Source is bad (skipped in report
+/// mode), the command goes on.
+pub fn store_failure(src: &Source, e: &crate::store::StoreError) -> ReadFailure {
     ReadFailure::Source(FormatError::Io {
         source_path: src.source_path.clone(),
         message: format!("[{}] {e}", e.code()),

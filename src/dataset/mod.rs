@@ -550,10 +550,10 @@ impl Mounts {
             .filter(|&&i| i != 0)
             .map(|&i| cols[i].name)
             .collect();
-        let reader = store.reader().map_err(|e| SqlError::Source {
-            code: e.code(),
-            message: e.to_string(),
-        })?;
+        let reader = match store.reader() {
+            Ok(r) => r,
+            Err(e) => return self.skip_or_fail(s, crate::catalog::read::store_failure(s, &e)),
+        };
         // Lance needs at least one column; read one when only source_path is asked for.
         let read_cols: Vec<&str> = if stored.is_empty() {
             // The first non-null integer column is the cheapest to decode.
@@ -569,7 +569,28 @@ impl Mounts {
         let mut out = Vec::new();
         // Batches are filtered as they arrive (Lance decodes the next ones
         // meanwhile), so only rows that pass are kept.
-        reader.scan_each(table, &read_cols, |b| -> Result<(), SqlError> {
+        // A store that fails while read (a damaged fragment) is a bad Source
+        // like any other; an error of the query itself fails the query.
+        enum ScanError {
+            Store(crate::store::StoreError),
+            Sql(SqlError),
+        }
+        impl From<crate::store::StoreError> for ScanError {
+            fn from(e: crate::store::StoreError) -> Self {
+                ScanError::Store(e)
+            }
+        }
+        impl From<SqlError> for ScanError {
+            fn from(e: SqlError) -> Self {
+                ScanError::Sql(e)
+            }
+        }
+        impl From<arrow::error::ArrowError> for ScanError {
+            fn from(e: arrow::error::ArrowError) -> Self {
+                ScanError::Sql(e.into())
+            }
+        }
+        let scanned = reader.scan_each(table, &read_cols, |b| -> Result<(), ScanError> {
             let n = b.num_rows();
             let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
             for &i in columns {
@@ -588,8 +609,14 @@ impl Mounts {
             let batch = RecordBatch::try_new_with_options(schema.clone(), arrays, &opts)?;
             out.push(post(batch)?);
             Ok(())
-        })?;
-        Ok(out)
+        });
+        match scanned {
+            Ok(()) => Ok(out),
+            Err(ScanError::Store(e)) => {
+                self.skip_or_fail(s, crate::catalog::read::store_failure(s, &e))
+            }
+            Err(ScanError::Sql(e)) => Err(e),
+        }
     }
 }
 
