@@ -20,6 +20,17 @@ fn example(sub: &str) -> PathBuf {
         .join(sub)
 }
 
+/// `import --from input --output target` with HOME at `home`, not yet run.
+fn import_cmd(home: &Path, input: &Path, target: &Path) -> Command {
+    let mut c = bin();
+    c.env("HOME", home)
+        .args(["import", "--from"])
+        .arg(input)
+        .arg("--output")
+        .arg(target);
+    c
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -54,12 +65,7 @@ fn an_import_killed_at_random_points_leaves_nothing_or_a_complete_store() {
     let input = example("golang__exp");
     // How long one import takes here, to spread the kills over it.
     let started = std::time::Instant::now();
-    let o = bin()
-        .env("HOME", home.path())
-        .args(["import", "--from"])
-        .arg(&input)
-        .arg("--output")
-        .arg(home.path().join("reference"))
+    let o = import_cmd(home.path(), &input, &home.path().join("reference"))
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -76,12 +82,7 @@ fn an_import_killed_at_random_points_leaves_nothing_or_a_complete_store() {
     let (mut absent, mut complete) = (0, 0);
     for round in 0..16 {
         let target = home.path().join(format!("t{round}"));
-        let mut child = bin()
-            .env("HOME", home.path())
-            .args(["import", "--from"])
-            .arg(&input)
-            .arg("--output")
-            .arg(&target)
+        let mut child = import_cmd(home.path(), &input, &target)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -94,14 +95,7 @@ fn an_import_killed_at_random_points_leaves_nothing_or_a_complete_store() {
         } else {
             absent += 1;
             // The target can be created afterwards: no lock or leftover blocks it.
-            let o = bin()
-                .env("HOME", home.path())
-                .args(["import", "--from"])
-                .arg(&input)
-                .arg("--output")
-                .arg(&target)
-                .output()
-                .unwrap();
+            let o = import_cmd(home.path(), &input, &target).output().unwrap();
             assert_eq!(o.status.code(), Some(0), "round {round}: {}", stderr(&o));
         }
         // Either way the target is now a complete, valid store.
@@ -163,12 +157,7 @@ fn a_corrupt_current_is_an_error_source_or_a_strict_failure() {
     let home = tempfile::tempdir().unwrap();
     let store = home.path().join("wh").join("s");
     std::fs::create_dir_all(store.parent().unwrap()).unwrap();
-    let o = bin()
-        .env("HOME", home.path())
-        .args(["import", "--from"])
-        .arg(example("golang__exp"))
-        .arg("--output")
-        .arg(&store)
+    let o = import_cmd(home.path(), &example("golang__exp"), &store)
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -357,12 +346,7 @@ fn a_corrupt_lance_fragment_is_an_error_source_or_a_strict_failure() {
     let wh = home.path().join("wh");
     std::fs::create_dir_all(&wh).unwrap();
     let store = wh.join("s");
-    let o = bin()
-        .env("HOME", home.path())
-        .args(["import", "--from"])
-        .arg(example("golang__exp"))
-        .arg("--output")
-        .arg(&store)
+    let o = import_cmd(home.path(), &example("golang__exp"), &store)
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -425,12 +409,7 @@ fn racing_imports_repeatedly_leave_exactly_one_complete_store() {
     for round in 0..6 {
         let target = home.path().join(format!("race{round}"));
         let spawn = || {
-            bin()
-                .env("HOME", home.path())
-                .args(["import", "--from"])
-                .arg(example("golang__exp"))
-                .arg("--output")
-                .arg(&target)
+            import_cmd(home.path(), &example("golang__exp"), &target)
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
                 .spawn()

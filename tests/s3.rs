@@ -150,6 +150,49 @@ fn with_allow<'a>(args: &[&'a str]) -> Vec<&'a str> {
     args.iter().copied().chain(ALLOW).collect()
 }
 
+/// Run `args` with `DS` standing for the S3 Dataset (allowlisted) and for
+/// the local copy; both must succeed; returns (S3 output, local output).
+fn both(env: &Env, uri: &str, local: &str, args: &[&str]) -> (Output, Output) {
+    let with = |ds: &str| -> Vec<String> {
+        args.iter()
+            .map(|a| {
+                if *a == "DS" {
+                    ds.to_string()
+                } else {
+                    (*a).to_string()
+                }
+            })
+            .collect()
+    };
+    let remote_args = with(uri);
+    let mut remote_args: Vec<&str> = remote_args.iter().map(String::as_str).collect();
+    remote_args.extend(ALLOW);
+    let remote = env.run(&remote_args);
+    let local_args = with(local);
+    let local_args: Vec<&str> = local_args.iter().map(String::as_str).collect();
+    let here = env.run(&local_args);
+    for o in [&remote, &here] {
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(o));
+    }
+    (remote, here)
+}
+
+/// The same stdout from `args` on S3 and locally.
+fn same_stdout(env: &Env, uri: &str, local: &str, args: &[&str]) -> Vec<u8> {
+    let (remote, here) = both(env, uri, local, args);
+    assert_eq!(remote.stdout, here.stdout, "{args:?}");
+    remote.stdout
+}
+
+/// The same `status` totals for `keys` on S3 and locally.
+fn same_totals(env: &Env, uri: &str, local: &str, keys: &[&str]) {
+    let (remote, here) = both(env, uri, local, &["status", "DS", "--format", "json"]);
+    let (remote, here) = (json(&remote), json(&here));
+    for k in keys {
+        assert_eq!(remote["totals"][k], here["totals"][k], "{k}");
+    }
+}
+
 /// Upload the example Dataset under `runs/` of a new bucket.
 fn example_bucket(tag: &str, mode: &str) -> String {
     let b = bucket(tag);
@@ -203,32 +246,32 @@ fn same_results_as_local(mode: &str) {
     assert_eq!(json(&again)["snapshot_id"], remote["snapshot_id"]);
 
     // status: the same counts.
-    let remote = json(&env.run(&with_allow(&["status", &uri, "--format", "json"])));
-    let here = json(&env.run(&["status", local, "--format", "json"]));
-    for k in [
-        "sources",
-        "ready",
-        "error",
-        "trajectories",
-        "steps",
-        "tool_calls",
-    ] {
-        assert_eq!(remote["totals"][k], here["totals"][k], "{k}");
-    }
+    same_totals(
+        &env,
+        &uri,
+        local,
+        &[
+            "sources",
+            "ready",
+            "error",
+            "trajectories",
+            "steps",
+            "tool_calls",
+        ],
+    );
 
     // query: the same rows.
     let sql = "SELECT step_source, count(*) AS n, sum(length(message_value)) AS chars, sum(tool_call_count) AS calls FROM steps GROUP BY 1 ORDER BY 1";
-    let remote = env.run(&with_allow(&["query", &uri, sql, "--format", "csv"]));
-    let here = env.run(&["query", local, sql, "--format", "csv"]);
-    assert_eq!(remote.status.code(), Some(0), "{}", stderr(&remote));
-    assert_eq!(remote.stdout, here.stdout);
+    same_stdout(&env, &uri, local, &["query", "DS", sql, "--format", "csv"]);
 
     // find: the same hits, Chinese included.
     for q in ["存储", "#system(无损存储)", "error", "file"] {
-        let remote = env.run(&with_allow(&[
-            "find", &uri, "--match", q, "--format", "json",
-        ]));
-        let here = env.run(&["find", local, "--match", q, "--format", "json"]);
+        let (remote, here) = both(
+            &env,
+            &uri,
+            local,
+            &["find", "DS", "--match", q, "--format", "json"],
+        );
         let hits = |o: &Output| -> Vec<(String, String)> {
             json(o)["matches"]
                 .as_array()
@@ -247,15 +290,15 @@ fn same_results_as_local(mode: &str) {
 
     // export: the same bytes.
     let src = "DeepLink-org__Persisting/unicode_zh_15.json";
-    let remote = env.run(&with_allow(&[
-        "export", "--from", &uri, "--source", src, "--format", "atif", "--output", "-",
-    ]));
-    let here = env.run(&[
-        "export", "--from", local, "--source", src, "--format", "atif", "--output", "-",
-    ]);
-    assert_eq!(remote.status.code(), Some(0), "{}", stderr(&remote));
-    assert!(!remote.stdout.is_empty());
-    assert_eq!(remote.stdout, here.stdout);
+    let bytes = same_stdout(
+        &env,
+        &uri,
+        local,
+        &[
+            "export", "--from", "DS", "--source", src, "--format", "atif", "--output", "-",
+        ],
+    );
+    assert!(!bytes.is_empty());
 }
 
 #[test]
@@ -483,38 +526,37 @@ fn import_to_s3_is_create_only_and_reads_like_a_local_store() {
     let ls = json(&env.run(&with_allow(&["ls", &uri, "--format", "json"])));
     assert_eq!(ls["sources"][0]["format"], "storyline-lance");
     assert_eq!(ls["sources"][0]["status"], "ready");
-    let remote = json(&env.run(&with_allow(&["status", &uri, "--format", "json"])));
-    let here = json(&env.run(&["status", local, "--format", "json"]));
-    for k in [
-        "sources",
-        "ready",
-        "runs",
-        "trajectories",
-        "steps",
-        "tool_calls",
-    ] {
-        assert_eq!(remote["totals"][k], here["totals"][k], "{k}");
-    }
-    let sql = "SELECT step_source, count(*), sum(tool_call_count) FROM steps GROUP BY 1 ORDER BY 1";
-    let a = env.run(&with_allow(&["query", &uri, sql, "--format", "csv"]));
-    let b2 = env.run(&["query", local, sql, "--format", "csv"]);
-    assert_eq!(a.status.code(), Some(0), "{}", stderr(&a));
-    assert_eq!(a.stdout, b2.stdout);
-    let count = |o: &Output| json(o)["matches"].as_array().unwrap().len();
-    assert_eq!(
-        count(&env.run(&with_allow(&[
-            "find", &uri, "--match", "hello", "--format", "json"
-        ]))),
-        count(&env.run(&["find", local, "--match", "hello", "--format", "json"]))
+    same_totals(
+        &env,
+        &uri,
+        local,
+        &[
+            "sources",
+            "ready",
+            "runs",
+            "trajectories",
+            "steps",
+            "tool_calls",
+        ],
     );
-    let a = env.run(&with_allow(&[
-        "export", "--from", &uri, "--format", "atif", "--output", "-",
-    ]));
-    let b2 = env.run(&[
-        "export", "--from", local, "--format", "atif", "--output", "-",
-    ]);
-    assert_eq!(a.status.code(), Some(0), "{}", stderr(&a));
-    assert_eq!(a.stdout, b2.stdout);
+    let sql = "SELECT step_source, count(*), sum(tool_call_count) FROM steps GROUP BY 1 ORDER BY 1";
+    same_stdout(&env, &uri, local, &["query", "DS", sql, "--format", "csv"]);
+    let (remote, here) = both(
+        &env,
+        &uri,
+        local,
+        &["find", "DS", "--match", "hello", "--format", "json"],
+    );
+    let count = |o: &Output| json(o)["matches"].as_array().unwrap().len();
+    assert_eq!(count(&remote), count(&here));
+    same_stdout(
+        &env,
+        &uri,
+        local,
+        &[
+            "export", "--from", "DS", "--format", "atif", "--output", "-",
+        ],
+    );
 
     // Create-only: a second import to the same target is refused.
     let o = env.run(&with_allow(&["import", "--from", input, "--output", &uri]));
