@@ -234,7 +234,13 @@ pub fn discover(
             })
             .collect()
     });
-    if let Some(file) = &cache_file {
+    // Rewrite the cache only when it no longer matches the listing: a warm
+    // command over unchanged objects writes nothing.
+    let all_cached = sniffed.len() == cached.len()
+        && sniffed
+            .iter()
+            .all(|(_, o, _)| cached.get(&o.key).is_some_and(|c| c.etag == o.etag));
+    if let (Some(file), false) = (&cache_file, all_cached) {
         save_sniffs(file, &sniffed);
     }
     for (rel, o, r) in sniffed {
