@@ -154,7 +154,7 @@ impl FromStr for SnapshotRef {
                 let (mut etag, mut size, mut version) = (None, None, None);
                 for part in rest.split(',') {
                     let (k, v) = part.split_once('=').ok_or_else(bad)?;
-                    let v = unescape_value(v).ok_or_else(bad)?;
+                    let v = crate::util::text::percent_decode(v).ok_or_else(bad)?;
                     match k {
                         "etag" if etag.is_none() => etag = Some(v),
                         "size" if size.is_none() => size = Some(v.parse().map_err(|_| bad())?),
@@ -194,23 +194,6 @@ fn escape_value(v: &str) -> String {
         }
     }
     out
-}
-
-fn unescape_value(v: &str) -> Option<String> {
-    let bytes = v.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 /// Accumulates the inputs of a `snapshot_id`: Dataset URI, every Source path

@@ -44,7 +44,7 @@ impl DatasetUri {
                             "a file URI must not have a query or fragment",
                         ));
                     }
-                    let decoded = percent_decode(path)
+                    let decoded = crate::util::text::percent_decode(path)
                         .ok_or_else(|| invalid(input, "bad percent-encoding"))?;
                     Ok(Self::local(Path::new(&decoded), cwd))
                 }
@@ -156,24 +156,6 @@ fn invalid(uri: &str, reason: &str) -> CatalogError {
         uri: redact(uri),
         reason: reason.to_string(),
     }
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes.get(i + 1..i + 3)?;
-            let v = u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
-            out.push(v);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]
