@@ -34,6 +34,9 @@ pub enum Error {
     /// A find expression or search failed.
     #[error(transparent)]
     Find(#[from] crate::find::FindError),
+    /// The Warehouse server.
+    #[error(transparent)]
+    Web(#[from] crate::web::WebError),
     /// Writing the result failed (other than a closed pipe).
     #[error("cannot write output: {0}")]
     Output(std::io::Error),
@@ -53,6 +56,7 @@ impl Error {
             Error::Import(e) => e.code(),
             Error::Export(e) => e.code(),
             Error::Find(e) => e.code(),
+            Error::Web(e) => e.code(),
             Error::Output(_) => "PC-IO-001",
             Error::Internal(_) => "PC-INT-001",
         }

@@ -23,10 +23,12 @@ pub mod dataset;
 pub mod error;
 pub mod find;
 pub mod formats;
+pub mod render;
 pub mod s3;
 pub mod sql;
 pub mod store;
 pub mod table;
 pub mod util;
+pub mod web;
 
 pub use error::{Error, Result};

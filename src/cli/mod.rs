@@ -5,7 +5,7 @@
 
 pub mod cmd;
 pub mod out;
-pub mod render;
+pub use crate::render;
 pub mod settings;
 
 use std::ffi::OsString;
@@ -170,6 +170,42 @@ pub enum Command {
     /// (trimmed, lowercased) with duration coverage and failures. The SQL of
     /// each report is in docs/query-model.md; the same limits as `query` apply.
     Analysis(AnalysisArgs),
+    /// Serve a read-only Warehouse: a JSON API and the web explorer.
+    ///
+    /// The configuration (TOML) mounts Datasets by name; requests name them
+    /// and never carry paths, URIs or credentials. The server listens on
+    /// loopback only (default 127.0.0.1:8765) and prints `listening: URL` to
+    /// stderr, then one JSON access-log line per request. SIGHUP rebuilds the
+    /// Catalog Snapshots (a failed rebuild keeps the old ones); SIGINT or
+    /// SIGTERM stops after the requests in progress. See docs/serve.md.
+    ///
+    /// warehouse.toml:
+    ///   [[datasets]]
+    ///   name = "evals"            # also its SQL schema
+    ///   uri = "./evals"           # relative to this file, or s3://bucket/prefix
+    ///
+    /// Examples:
+    ///   pchronicle serve --config warehouse.toml --open
+    ///   pchronicle serve --config warehouse.toml --listen 127.0.0.1:9000
+    #[command(verbatim_doc_comment)]
+    Serve(ServeArgs),
+}
+
+/// `serve --config FILE [--listen ADDR] [--open]`
+#[derive(Debug, Args)]
+#[allow(missing_docs)]
+pub struct ServeArgs {
+    /// The Warehouse configuration (TOML): [[datasets]] name/uri, optional
+    /// listen, default_dataset, refresh_seconds, [limits] and [proxy].
+    #[arg(long, value_name = "FILE")]
+    pub config: std::path::PathBuf,
+    /// Address to listen on: a loopback IP and port (127.0.0.1:PORT, [::1]:PORT
+    /// or localhost:PORT; port 0 picks a free one). Overrides `listen` in the file.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Open the web explorer in the default browser once listening.
+    #[arg(long)]
+    pub open: bool,
 }
 
 /// `analysis overview|agents|models|tools [DATASET]`

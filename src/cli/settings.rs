@@ -169,6 +169,15 @@ pub enum CommandSettings {
     Import(Box<ImportSettings>),
     /// `export`
     Export(Box<ExportSettings>),
+    /// `serve`
+    Serve {
+        /// The Warehouse configuration file.
+        config: PathBuf,
+        /// `--listen`.
+        listen: Option<String>,
+        /// `--open`.
+        open: bool,
+    },
     /// `status`
     Status {
         /// Dataset and bounds.
@@ -354,6 +363,14 @@ impl Settings {
                 };
                 (CommandSettings::Query(Box::new(q)), fmt)
             }
+            Command::Serve(a) => (
+                CommandSettings::Serve {
+                    config: crate::util::path::lexical_absolute(&a.config, &env.cwd),
+                    listen: a.listen.clone(),
+                    open: a.open,
+                },
+                OutputFormatArg::Table,
+            ),
             Command::Query(a) => {
                 let q = query_settings(a, env, settings_path.as_deref())?;
                 let json = q.format == QueryFormat::Jsonl && q.output.is_none();
@@ -419,6 +436,7 @@ pub fn json_requested(cli: &Cli, stdout_tty: bool) -> bool {
         },
         Command::Import(_) => OutputFormatArg::Json,
         Command::Export(_) => OutputFormatArg::Auto,
+        Command::Serve(_) => OutputFormatArg::Table,
         Command::Query(a) => match (a.format, a.output.as_deref()) {
             (_, Some(p)) if p != "-" => OutputFormatArg::Table,
             (QueryFormatArg::Jsonl, _) => OutputFormatArg::Json,

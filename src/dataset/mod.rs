@@ -28,7 +28,7 @@ use crate::table::{Table, TableBuilder};
 pub const BATCH_ROWS: usize = 8192;
 
 /// One mounted Dataset.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Mount {
     /// SQL schema name.
     pub name: String,
@@ -85,6 +85,16 @@ impl Mounts {
             max_document_bytes,
             warnings: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Mounts over snapshots already pinned.
+    pub fn from_mounts(mounts: Vec<Mount>, strict: bool, max_document_bytes: u64) -> Self {
+        Mounts {
+            mounts,
+            strict,
+            max_document_bytes,
+            warnings: Mutex::new(Vec::new()),
+        }
     }
 
     /// The mounts.
@@ -620,7 +630,8 @@ impl Mounts {
     }
 }
 
-fn sources_batch(sources: &[Source]) -> Result<RecordBatch, SqlError> {
+/// The `sources` relation of a snapshot as one batch.
+pub fn sources_batch(sources: &[Source]) -> Result<RecordBatch, SqlError> {
     let text = |f: &dyn Fn(&Source) -> Option<String>| -> ArrayRef {
         std::sync::Arc::new(sources.iter().map(f).collect::<StringArray>())
     };

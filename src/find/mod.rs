@@ -12,6 +12,7 @@ pub mod jsonpath;
 mod parser;
 pub mod prepare;
 pub mod scope;
+pub mod search;
 pub mod tokenize;
 
 pub use ast::{CmpOp, FindExpr, JsonValue, Span, TextField};

@@ -1,8 +1,5 @@
 //! `find [DATASET] --match EXPR …`: the RFC-0012 search.
 
-use std::time::Instant;
-
-use arrow::array::{Array, AsArray};
 use serde_json::{json, Value};
 
 use super::report_snapshot;
@@ -12,11 +9,10 @@ use crate::cli::settings::FindSettings;
 use crate::cli::ExitStatus;
 use crate::dataset::Mounts;
 use crate::error::Error;
-use crate::find::exec::{self, Deadline, Hit, HitList, RunRow, RUN_JSON_COLUMNS};
-use crate::find::prepare::{self, BuildPolicy};
+use crate::find::exec::{Hit, HitList};
 use crate::find::scope::Scope;
+use crate::find::search;
 use crate::find::tokenize::TOKENIZER_NAME;
-use crate::table::Table as Relation;
 
 const MOUNT: &str = "dataset";
 
@@ -58,123 +54,48 @@ pub fn run(s: &FindSettings, out: &mut Out) -> Result<ExitStatus, Error> {
         }
     }
 
-    let (mut fts_available, mut reason) = (true, None::<String>);
-    let hits: HitList = match s.scope {
-        Scope::Steps => {
-            let quiet = out.quiet();
-            let info = |m: &str| {
-                if !quiet {
-                    eprintln!("{m}");
-                }
-            };
-            let prepared = prepare::prepare(
-                &mounts,
-                MOUNT,
-                crate::find::index::cache_dir(&match s.dataset.s3() {
-                    Some(u) => crate::s3::cache_identity(u),
-                    None => s.dataset.to_string(),
-                })
-                .as_deref(),
-                if s.build_index {
-                    BuildPolicy::Build
-                } else {
-                    BuildPolicy::ReuseOnly
-                },
-                &info,
-            )?;
-            for (code, msg) in &prepared.warnings {
-                out.warn(code, msg);
-            }
-            let r = &prepared.report;
-            if r.indexed_sources > 0 {
-                out.info(&format!(
-                    "indexed {} Source{} ({} steps, {:.1} MB of text) in {:.2}s",
-                    r.indexed_sources,
-                    if r.indexed_sources == 1 { "" } else { "s" },
-                    r.indexed_steps,
-                    r.indexed_text_bytes as f64 / 1e6,
-                    r.index_seconds
-                ));
-            }
-            fts_available = prepared.fts_available;
-            reason.clone_from(&prepared.reason);
-            let deadline = deadline(s);
-            exec::search_steps(
-                &prepared.indexes,
-                s.expr.as_ref(),
-                &s.identity,
-                s.max_results,
-                deadline,
-            )?
-        }
-        Scope::Runs => {
-            let d = deadline(s);
-            let rows = run_rows(&mounts, d)?;
-            exec::search_runs(&rows, s.expr.as_ref(), &s.identity, s.max_results, d)?
+    let quiet = out.quiet();
+    let info = |m: &str| {
+        if !quiet {
+            eprintln!("{m}");
         }
     };
-    for (code, msg) in mounts.take_warnings() {
-        out.warn(&code, &msg);
+    let outcome = search::search(
+        &mounts,
+        &search::Request {
+            mount: MOUNT,
+            dataset: &s.dataset,
+            expr: s.expr.as_ref(),
+            identity: &s.identity,
+            scope: s.scope,
+            max_results: s.max_results,
+            timeout: s.timeout,
+            build_index: s.build_index,
+        },
+        &info,
+    )?;
+    let r = &outcome.report;
+    if r.indexed_sources > 0 {
+        out.info(&format!(
+            "indexed {} Source{} ({} steps, {:.1} MB of text) in {:.2}s",
+            r.indexed_sources,
+            if r.indexed_sources == 1 { "" } else { "s" },
+            r.indexed_steps,
+            r.indexed_text_bytes as f64 / 1e6,
+            r.index_seconds
+        ));
     }
-    render(s, out, &snap.snapshot_id, hits, fts_available, reason)
-}
-
-fn deadline(s: &FindSettings) -> Deadline {
-    Deadline {
-        at: Instant::now().checked_add(s.timeout),
-        seconds: s.timeout.as_secs_f64(),
+    for (code, msg) in &outcome.warnings {
+        out.warn(code, msg);
     }
-}
-
-/// Every run row, in Source order.
-fn run_rows(mounts: &Mounts, d: Deadline) -> Result<Vec<RunRow>, Error> {
-    let mut cols = vec![
-        "source_path",
-        "document_id",
-        "run_id",
-        "session_id",
-        "prompt",
-    ];
-    cols.extend(RUN_JSON_COLUMNS);
-    let batches = mounts
-        .scan_sources(MOUNT, Relation::Runs, &cols, &|_| true, &|b| Ok(b), &|| {
-            d.check()
-                .map_err(|_| crate::sql::SqlError::Timeout { seconds: d.seconds })
-        })
-        .map_err(|e| match e {
-            crate::sql::SqlError::Timeout { .. } => Error::Find(crate::find::FindError::Resource {
-                message: format!("the search took longer than --timeout {}s", d.seconds),
-            }),
-            e => e.into(),
-        })?;
-    let mut rows = Vec::new();
-    let mut last = String::new();
-    let mut ord = 0u64;
-    for b in &batches {
-        let text = |i: usize| b.column(i).as_string_opt::<i32>();
-        let get = |i: usize, r: usize| {
-            text(i).and_then(|a| (!a.is_null(r)).then(|| a.value(r).to_string()))
-        };
-        for r in 0..b.num_rows() {
-            let src = get(0, r).unwrap_or_default();
-            if src == last {
-                ord += 1;
-            } else {
-                last.clone_from(&src);
-                ord = 0;
-            }
-            rows.push(RunRow {
-                source_path: src,
-                document_id: get(1, r).unwrap_or_default(),
-                run_id: get(2, r),
-                session_id: get(3, r),
-                prompt: get(4, r),
-                json: (5..5 + RUN_JSON_COLUMNS.len()).map(|i| get(i, r)).collect(),
-                ord,
-            });
-        }
-    }
-    Ok(rows)
+    render(
+        s,
+        out,
+        &snap.snapshot_id,
+        outcome.hits,
+        outcome.fts_available,
+        outcome.reason,
+    )
 }
 
 fn render(

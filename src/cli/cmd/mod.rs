@@ -26,6 +26,20 @@ pub fn run(settings: &Settings, out: &mut Out) -> Result<ExitStatus, Error> {
         CommandSettings::Import(s) => import::run(s, out),
         CommandSettings::Export(s) => export::run(s, out),
         CommandSettings::Find(s) => find::run(s, out),
+        CommandSettings::Serve {
+            config,
+            listen,
+            open,
+        } => {
+            let config = crate::web::WarehouseConfig::load(config)?;
+            crate::web::serve(&crate::web::ServeOptions {
+                config,
+                listen: listen.clone(),
+                open: *open,
+                quiet: out.quiet(),
+            })?;
+            Ok(ExitStatus::Success)
+        }
     }
 }
 

@@ -188,7 +188,7 @@ pub fn write_table(
     schema: &SchemaRef,
     batches: &[RecordBatch],
 ) -> std::io::Result<()> {
-    use super::out::{Align, Table};
+    use crate::cli::out::{Align, Table};
     let heads: Vec<(String, Align)> = schema
         .fields()
         .iter()

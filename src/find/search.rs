@@ -1,0 +1,185 @@
+//! One search over a mounted Dataset, shared by the `find` command and the
+//! web explorer: the same parser output, scope, index preparation and
+//! execution, so both answer the same hit set for the same expression.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use arrow::array::{Array, AsArray};
+
+use super::exec::{self, Deadline, HitList, Identity, RunRow, RUN_JSON_COLUMNS};
+use super::prepare::{self, BuildPolicy, PrepareReport};
+use super::scope::Scope;
+use super::FindExpr;
+use crate::catalog::DatasetUri;
+use crate::dataset::Mounts;
+use crate::error::Error;
+use crate::table::Table as Relation;
+
+/// What to search.
+pub struct Request<'a> {
+    /// The mount to search in `mounts`.
+    pub mount: &'a str,
+    /// Its Dataset (names the index cache).
+    pub dataset: &'a DatasetUri,
+    /// The expression (None: identity conditions only).
+    pub expr: Option<&'a FindExpr>,
+    /// Identity conditions.
+    pub identity: &'a Identity,
+    /// Resolved scope.
+    pub scope: Scope,
+    /// Result bound.
+    pub max_results: usize,
+    /// Time bound.
+    pub timeout: Duration,
+    /// Build or refresh missing indexes (otherwise reuse only).
+    pub build_index: bool,
+}
+
+/// The answer.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Hits in stable order and the total before the cut.
+    pub hits: HitList,
+    /// False when some searchable Source had no usable index.
+    pub fts_available: bool,
+    /// Why not.
+    pub reason: Option<String>,
+    /// What index preparation did (steps scope).
+    pub report: PrepareReport,
+    /// Warnings: (code, message).
+    pub warnings: Vec<(String, String)>,
+}
+
+/// The index cache directory of a Dataset.
+pub fn cache_dir(dataset: &DatasetUri) -> Option<PathBuf> {
+    super::index::cache_dir(&match dataset.s3() {
+        Some(u) => crate::s3::cache_identity(u),
+        None => dataset.to_string(),
+    })
+}
+
+/// Run one search.
+pub fn search(mounts: &Mounts, r: &Request<'_>, progress: &dyn Fn(&str)) -> Result<Outcome, Error> {
+    let deadline = Deadline {
+        at: Instant::now().checked_add(r.timeout),
+        seconds: r.timeout.as_secs_f64(),
+    };
+    let mut out = Outcome {
+        fts_available: true,
+        ..Outcome::default()
+    };
+    match r.scope {
+        Scope::Steps => {
+            let prepared = prepare::prepare(
+                mounts,
+                r.mount,
+                cache_dir(r.dataset).as_deref(),
+                if r.build_index {
+                    BuildPolicy::Build
+                } else {
+                    BuildPolicy::ReuseOnly
+                },
+                progress,
+            )?;
+            out.warnings = prepared.warnings;
+            out.fts_available = prepared.fts_available;
+            out.reason = prepared.reason;
+            out.report = prepared.report;
+            out.hits = exec::search_steps(
+                &prepared.indexes,
+                r.expr,
+                r.identity,
+                r.max_results,
+                deadline,
+            )?;
+        }
+        Scope::Runs => {
+            let rows = run_rows(mounts, r.mount, deadline)?;
+            out.hits = exec::search_runs(&rows, r.expr, r.identity, r.max_results, deadline)?;
+        }
+    }
+    out.warnings.extend(mounts.take_warnings());
+    Ok(out)
+}
+
+/// Every run row of a mount, in Source order.
+fn run_rows(mounts: &Mounts, mount: &str, d: Deadline) -> Result<Vec<RunRow>, Error> {
+    let mut cols = vec![
+        "source_path",
+        "document_id",
+        "run_id",
+        "session_id",
+        "prompt",
+    ];
+    cols.extend(RUN_JSON_COLUMNS);
+    let batches = mounts
+        .scan_sources(mount, Relation::Runs, &cols, &|_| true, &|b| Ok(b), &|| {
+            d.check()
+                .map_err(|_| crate::sql::SqlError::Timeout { seconds: d.seconds })
+        })
+        .map_err(|e| match e {
+            crate::sql::SqlError::Timeout { .. } => Error::Find(super::FindError::Resource {
+                message: format!("the search took longer than --timeout {}s", d.seconds),
+            }),
+            e => e.into(),
+        })?;
+    let mut rows = Vec::new();
+    let mut last = String::new();
+    let mut ord = 0u64;
+    for b in &batches {
+        let text = |i: usize| b.column(i).as_string_opt::<i32>();
+        let get = |i: usize, r: usize| {
+            text(i).and_then(|a| (!a.is_null(r)).then(|| a.value(r).to_string()))
+        };
+        for r in 0..b.num_rows() {
+            let src = get(0, r).unwrap_or_default();
+            if src == last {
+                ord += 1;
+            } else {
+                last.clone_from(&src);
+                ord = 0;
+            }
+            rows.push(RunRow {
+                source_path: src,
+                document_id: get(1, r).unwrap_or_default(),
+                run_id: get(2, r),
+                session_id: get(3, r),
+                prompt: get(4, r),
+                json: (5..5 + RUN_JSON_COLUMNS.len()).map(|i| get(i, r)).collect(),
+                ord,
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// The terms a viewer highlights for `expr`: each full-text leaf cut by the
+/// index tokenizer (lower-cased), longest first, without duplicates. JSON
+/// predicates contribute nothing.
+pub fn highlight_terms(expr: Option<&FindExpr>) -> Vec<String> {
+    fn walk(e: &FindExpr, negated: bool, out: &mut Vec<String>) {
+        match e {
+            FindExpr::Text { text, .. } if !negated => {
+                if let Ok(terms) = exec::query_terms(text) {
+                    out.extend(terms.into_iter().map(|(_, t)| t));
+                }
+            }
+            FindExpr::Text { .. } | FindExpr::Json { .. } => {}
+            FindExpr::Not(inner) => walk(inner, !negated, out),
+            FindExpr::And(v) | FindExpr::Or(v) => {
+                for x in v {
+                    walk(x, negated, out);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if let Some(e) = expr {
+        walk(e, false, &mut out);
+    }
+    out.retain(|t| !t.trim().is_empty());
+    out.sort_by(|a, b| b.chars().count().cmp(&a.chars().count()).then(a.cmp(b)));
+    out.dedup();
+    out
+}
