@@ -767,7 +767,10 @@ pub fn error_reply(ctx: &Ctx<'_>, e: &Error) -> Reply {
     let message = if matches!(e, Error::Internal(_)) {
         "internal error (see the server log)".to_string()
     } else {
+        // The CLI's bounds are flags; here they are the request's limits.
         redact(&ctx.state.config, &e.to_string())
+            .replace(" (--timeout)", " (limits.request_timeout_seconds)")
+            .replace("longer than --timeout", "longer than the request's time limit,")
     };
     if status >= 500 {
         eprintln!(
