@@ -385,19 +385,21 @@ impl Provider for Mounts {
                     name: other.to_string(),
                     hint: String::new(),
                 })?;
-                self.scan_documents(mount, table, columns, &|_| true, post, check)
+                self.scan_documents(mount, table, columns, &|_| true, None, post, check)
             }
         }
     }
 }
 
 impl Mounts {
+    #[allow(clippy::too_many_arguments)]
     fn scan_documents(
         &self,
         mount: &Mount,
         table: Table,
         columns: &[usize],
         only: &(dyn Fn(&Source) -> bool + Sync),
+        store_filter: Option<&str>,
         post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
         check: &(dyn Fn() -> Result<(), SqlError> + Sync),
     ) -> Result<Vec<RecordBatch>, SqlError> {
@@ -459,7 +461,7 @@ impl Mounts {
                         if s.kind == SourceKind::Store
                             && matches!(table, Table::Runs | Table::Steps | Table::ToolCalls)
                         {
-                            return self.scan_store(s, table, columns, post);
+                            return self.scan_store(s, table, columns, store_filter, post);
                         }
                         let mut builder = TableBuilder::new(table, Some(columns));
                         let mut out = Vec::new();
@@ -524,6 +526,23 @@ impl Mounts {
         post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
         check: &(dyn Fn() -> Result<(), SqlError> + Sync),
     ) -> Result<Vec<RecordBatch>, SqlError> {
+        self.scan_sources_where(dataset, table, columns, only, None, post, check)
+    }
+
+    /// [`Mounts::scan_sources`] with a Lance filter expression that stores
+    /// apply while scanning (file Sources ignore it: `post` must still keep
+    /// only the rows wanted).
+    #[allow(clippy::too_many_arguments)]
+    pub fn scan_sources_where(
+        &self,
+        dataset: &str,
+        table: Table,
+        columns: &[&str],
+        only: &(dyn Fn(&Source) -> bool + Sync),
+        store_filter: Option<&str>,
+        post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
+        check: &(dyn Fn() -> Result<(), SqlError> + Sync),
+    ) -> Result<Vec<RecordBatch>, SqlError> {
         let mount = self
             .mount(dataset)
             .ok_or_else(|| SqlError::UnknownRelation {
@@ -539,7 +558,7 @@ impl Mounts {
                     .ok_or_else(|| SqlError::Internal(format!("no column {n} in {}", table.name())))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        self.scan_documents(mount, table, &idx, only, post, check)
+        self.scan_documents(mount, table, &idx, only, store_filter, post, check)
     }
 
     /// Read stored columns of a store table natively, adding `source_path`.
@@ -548,6 +567,7 @@ impl Mounts {
         s: &Source,
         table: Table,
         columns: &[usize],
+        store_filter: Option<&str>,
         post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
     ) -> Result<Vec<RecordBatch>, SqlError> {
         let store = match crate::catalog::read::open_store(s) {
@@ -600,26 +620,31 @@ impl Mounts {
                 ScanError::Sql(e.into())
             }
         }
-        let scanned = reader.scan_each(table, &read_cols, |b| -> Result<(), ScanError> {
-            let n = b.num_rows();
-            let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
-            for &i in columns {
-                if i == 0 {
-                    arrays.push(std::sync::Arc::new(StringArray::from_iter_values(
-                        std::iter::repeat_n(s.source_path.as_str(), n),
-                    )));
-                } else {
-                    let c = b.column_by_name(cols[i].name).ok_or_else(|| {
-                        SqlError::Internal(format!("store column {} missing", cols[i].name))
-                    })?;
-                    arrays.push(c.clone());
+        let scanned = reader.scan_each_where(
+            table,
+            &read_cols,
+            store_filter,
+            |b| -> Result<(), ScanError> {
+                let n = b.num_rows();
+                let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
+                for &i in columns {
+                    if i == 0 {
+                        arrays.push(std::sync::Arc::new(StringArray::from_iter_values(
+                            std::iter::repeat_n(s.source_path.as_str(), n),
+                        )));
+                    } else {
+                        let c = b.column_by_name(cols[i].name).ok_or_else(|| {
+                            SqlError::Internal(format!("store column {} missing", cols[i].name))
+                        })?;
+                        arrays.push(c.clone());
+                    }
                 }
-            }
-            let opts = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(n));
-            let batch = RecordBatch::try_new_with_options(schema.clone(), arrays, &opts)?;
-            out.push(post(batch)?);
-            Ok(())
-        });
+                let opts = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(n));
+                let batch = RecordBatch::try_new_with_options(schema.clone(), arrays, &opts)?;
+                out.push(post(batch)?);
+                Ok(())
+            },
+        );
         match scanned {
             Ok(()) => Ok(out),
             Err(ScanError::Store(e)) => {

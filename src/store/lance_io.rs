@@ -135,11 +135,15 @@ pub async fn scan_stream(
     path: &str,
     version: u64,
     columns: &[&str],
+    filter: Option<&str>,
 ) -> Result<lance::dataset::scanner::DatasetRecordBatchStream, StoreError> {
     let ds = open_at(path, version).await?;
     let mut scanner = ds.scan();
     scanner.scan_in_order(true);
     scanner.project(columns).map_err(lance_err)?;
+    if let Some(f) = filter {
+        scanner.filter(f).map_err(lance_err)?;
+    }
     scanner.try_into_stream().await.map_err(lance_err)
 }
 

@@ -95,12 +95,24 @@ impl StoreReader {
         &self,
         t: Table,
         columns: &[&str],
+        each: impl FnMut(RecordBatch) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.scan_each_where(t, columns, None, each)
+    }
+
+    /// Like [`StoreReader::scan_each`], with a Lance filter expression on
+    /// stored columns (only matching rows are decoded in full).
+    pub fn scan_each_where<E: From<StoreError>>(
+        &self,
+        t: Table,
+        columns: &[&str],
+        filter: Option<&str>,
         mut each: impl FnMut(RecordBatch) -> Result<(), E>,
     ) -> Result<(), E> {
         let Some((p, v)) = self.table(t) else {
             return Ok(());
         };
-        let mut stream = runtime().block_on(scan_stream(&p, v, columns))?;
+        let mut stream = runtime().block_on(scan_stream(&p, v, columns, filter))?;
         while let Some(b) = runtime().block_on(futures::StreamExt::next(&mut stream)) {
             let b = b.map_err(lance_err)?;
             for r in self.resolve_objects(vec![b])? {
@@ -147,7 +159,7 @@ impl StoreReader {
     /// Batches of `columns` of table `t`, pulled one at a time.
     fn batches(&self, t: Table, columns: &[&str]) -> Result<Batches<'_>, StoreError> {
         let stream = match self.table(t) {
-            Some((p, v)) => Some(runtime().block_on(scan_stream(&p, v, columns))?),
+            Some((p, v)) => Some(runtime().block_on(scan_stream(&p, v, columns, None))?),
             None => None,
         };
         Ok(Batches {

@@ -531,12 +531,23 @@ fn rows_for_docs(
         arrow::compute::filter_record_batch(&b, &mask)
             .map_err(|e| SqlError::Internal(e.to_string()))
     };
+    // Stores decode only the rows of these documents.
+    let mut ids: Vec<&String> = docs.iter().collect();
+    ids.sort();
+    let filter = format!(
+        "document_id IN ({})",
+        ids.iter()
+            .map(|d| format!("'{}'", d.replace('\'', "''")))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     cat.mounts
-        .scan_sources(
+        .scan_sources_where(
             &m.name,
             table,
             cols,
             &|s| s.source_path == source,
+            Some(&filter),
             &post,
             &check,
         )

@@ -285,7 +285,9 @@ fn signal_channel() -> std::sync::mpsc::Receiver<Signal> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let (tx, rx) = std::sync::mpsc::channel();
     let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
-        eprintln!("warning[PC-WEB-003]: cannot install signal handlers; stop the server with SIGKILL");
+        eprintln!(
+            "warning[PC-WEB-003]: cannot install signal handlers; stop the server with SIGKILL"
+        );
         // Without handlers nothing ever stops the loop but the process's end.
         std::mem::forget(tx);
         return rx;
@@ -770,7 +772,10 @@ pub fn error_reply(ctx: &Ctx<'_>, e: &Error) -> Reply {
         // The CLI's bounds are flags; here they are the request's limits.
         redact(&ctx.state.config, &e.to_string())
             .replace(" (--timeout)", " (limits.request_timeout_seconds)")
-            .replace("longer than --timeout", "longer than the request's time limit,")
+            .replace(
+                "longer than --timeout",
+                "longer than the request's time limit,",
+            )
     };
     if status >= 500 {
         eprintln!(

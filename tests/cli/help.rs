@@ -41,6 +41,9 @@ fn only_implemented_commands_are_listed() {
         .collect();
     assert_eq!(
         commands,
-        ["default", "ls", "status", "query", "import", "export", "find", "analysis", "serve", "help"]
+        [
+            "default", "ls", "status", "query", "import", "export", "find", "analysis", "serve",
+            "help"
+        ]
     );
 }

@@ -586,3 +586,54 @@ fn large_trajectories_page() {
     let capped = s.json(&format!("{base}/steps?limit=100000"));
     assert_eq!(capped["steps"].as_array().unwrap().len(), 500);
 }
+
+#[test]
+fn store_trajectories_match_the_files_they_came_from() {
+    let t = tempfile::tempdir().unwrap();
+    let files = t.path().join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    // A document id with a quote reaches the store's filter intact.
+    let mut doc = html_doc();
+    doc["session_id"] = json!("it's a 'quoted' id");
+    std::fs::write(files.join("quoted.json"), serde_json::to_vec(&doc).unwrap()).unwrap();
+    std::fs::write(
+        files.join("html.json"),
+        serde_json::to_vec(&html_doc()).unwrap(),
+    )
+    .unwrap();
+    cli(
+        t.path(),
+        &["import", "--from", "files", "--output", "store", "-q"],
+    );
+    let s = Served::start(
+        t.path(),
+        "[[datasets]]\nname = \"files\"\nuri = \"files\"\n[[datasets]]\nname = \"store\"\nuri = \"store\"\n",
+    );
+    for id in ["it's a 'quoted' id", "html-session"] {
+        let path = |ds: &str| {
+            format!(
+                "/api/v1/datasets/{ds}/trajectories/{}/steps?limit=10",
+                enc(id)
+            )
+        };
+        let a = s.json(&path("files"));
+        let b = s.json(&path("store"));
+        assert_eq!(a["total"], 2, "{id}");
+        let strip = |v: &Value| -> Vec<Value> {
+            v["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|st| {
+                    json!([
+                        st["step_id"],
+                        st["step_source"],
+                        st["message_value"],
+                        st["tool_calls"].as_array().unwrap().len()
+                    ])
+                })
+                .collect()
+        };
+        assert_eq!(strip(&a), strip(&b), "{id}");
+    }
+}
