@@ -216,17 +216,17 @@ fn sources(m: &Mount) -> Result<Reply, Error> {
 
 /// Rows of a batch as JSON objects; JSON columns parsed.
 pub fn rows_json(b: &RecordBatch) -> Vec<Value> {
+    (0..b.num_rows()).map(|r| row_json(b, r)).collect()
+}
+
+/// One row of a batch as a JSON object; JSON columns parsed.
+pub fn row_json(b: &RecordBatch, r: usize) -> Value {
     let schema = b.schema();
-    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-    (0..b.num_rows())
-        .map(|r| {
-            let mut o = Map::with_capacity(names.len());
-            for (c, name) in names.iter().enumerate() {
-                o.insert((*name).to_string(), cell(b.column(c).as_ref(), r, name));
-            }
-            Value::Object(o)
-        })
-        .collect()
+    let mut o = Map::with_capacity(schema.fields().len());
+    for (c, f) in schema.fields().iter().enumerate() {
+        o.insert(f.name().clone(), cell(b.column(c).as_ref(), r, f.name()));
+    }
+    Value::Object(o)
 }
 
 fn cell(a: &dyn Array, r: usize, name: &str) -> Value {
@@ -313,24 +313,54 @@ fn all_runs(ctx: &Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Arc<Vec<Value>>, 
         return Ok(v);
     }
     let check = check_cb(ctx);
-    let batches = cat
+    let is_store = |s: &crate::catalog::Source| s.kind == crate::catalog::SourceKind::Store;
+    // Files: the `trajectories` relation. Stores: their `runs` table, read
+    // natively (the trajectory summary would rebuild every document); the
+    // columns it lacks are null.
+    let mut batches = cat
         .mounts
         .scan_sources(
             &m.name,
             Table::Trajectories,
             &RUN_COLUMNS,
-            &|_| true,
+            &|s| !is_store(s),
             &|b| Ok(b),
             &check,
         )
         .map_err(|e| timeout_error(ctx, e))?;
+    if m.snapshot.sources.iter().any(is_store) {
+        let cols: Vec<&str> = RUN_COLUMNS
+            .iter()
+            .map(|c| {
+                if *c == "model_name" {
+                    "agent_model_name"
+                } else {
+                    *c
+                }
+            })
+            .filter(|c| Table::Runs.columns().iter().any(|x| x.name == *c))
+            .collect();
+        batches.extend(
+            cat.mounts
+                .scan_sources(&m.name, Table::Runs, &cols, &is_store, &|b| Ok(b), &check)
+                .map_err(|e| timeout_error(ctx, e))?,
+        );
+    }
     let mut rows = Vec::new();
     let mut bytes = 0usize;
     for b in &batches {
         bytes += b.get_array_memory_size();
         for mut r in rows_json(b) {
-            if let Some(Value::String(s)) = r.get_mut("first_user_message") {
-                truncate_chars(s, 300);
+            if let Value::Object(o) = &mut r {
+                if let Some(v) = o.remove("agent_model_name") {
+                    o.insert("model_name".into(), v);
+                }
+                for c in RUN_COLUMNS {
+                    o.entry(c).or_insert(Value::Null);
+                }
+                if let Some(Value::String(s)) = o.get_mut("first_user_message") {
+                    truncate_chars(s, 300);
+                }
             }
             rows.push(r);
         }
@@ -369,6 +399,7 @@ fn runs(ctx: &Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply, Error> {
         _ => return Err(bad("`order` must be asc or desc")),
     };
     let all = all_runs(ctx, cat, m)?;
+    let order = sorted_order(ctx, cat, m, &all, sort, desc);
     let eq_filters: Vec<(&str, &str)> = [
         "agent_name",
         "model_name",
@@ -384,15 +415,11 @@ fn runs(ctx: &Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply, Error> {
         .param("q")
         .map(str::to_lowercase)
         .filter(|s| !s.is_empty());
-    let mut rows: Vec<&Value> = all
-        .iter()
-        .filter(|r| {
-            eq_filters
-                .iter()
-                .all(|(k, v)| r.get(*k).and_then(Value::as_str) == Some(*v))
-        })
-        .filter(|r| {
-            q.as_ref().is_none_or(|q| {
+    let keep = |r: &Value| {
+        eq_filters
+            .iter()
+            .all(|(k, v)| r.get(*k).and_then(Value::as_str) == Some(*v))
+            && q.as_ref().is_none_or(|q| {
                 [
                     "document_id",
                     "run_id",
@@ -409,17 +436,30 @@ fn runs(ctx: &Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply, Error> {
                         .is_some_and(|s| s.to_lowercase().contains(q.as_str()))
                 })
             })
-        })
-        .collect();
+    };
+    let (total, page): (usize, Vec<&Value>) = if eq_filters.is_empty() && q.is_none() {
+        let page = order
+            .iter()
+            .skip(offset)
+            .take(limit)
+            .map(|&i| &all[i as usize])
+            .collect();
+        (order.len(), page)
+    } else {
+        let mut total = 0usize;
+        let mut page = Vec::new();
+        for &i in order.iter() {
+            let r = &all[i as usize];
+            if keep(r) {
+                if total >= offset && page.len() < limit {
+                    page.push(r);
+                }
+                total += 1;
+            }
+        }
+        (total, page)
+    };
     ctx.check()?;
-    rows.sort_by(|a, b| {
-        let o = cmp_json(&a[sort], &b[sort]);
-        let o = if desc { o.reverse() } else { o };
-        o.then_with(|| cmp_json(&a["source_path"], &b["source_path"]))
-            .then_with(|| cmp_json(&a["document_id"], &b["document_id"]))
-    });
-    let total = rows.len();
-    let page: Vec<&Value> = rows.into_iter().skip(offset).take(limit).collect();
     let next = (offset + page.len() < total).then_some(offset + page.len());
     Ok(Reply::json(&json!({
         "dataset": m.name,
@@ -432,6 +472,41 @@ fn runs(ctx: &Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply, Error> {
         "order": if desc { "desc" } else { "asc" },
         "runs": page,
     })))
+}
+
+/// Row positions of `all` sorted by `sort` (ties by Source and document),
+/// cached per Catalog generation.
+fn sorted_order(
+    ctx: &Ctx<'_>,
+    cat: &Catalog,
+    m: &Mount,
+    all: &[Value],
+    sort: &str,
+    desc: bool,
+) -> Arc<Vec<u32>> {
+    let key = DocKey {
+        generation: cat.generation,
+        dataset: m.name.clone(),
+        source: String::new(),
+        document: format!("\0order:{sort}:{desc}"),
+    };
+    if let Some(CacheEntry::Order(o)) = ctx.state.docs.get(&key) {
+        return o;
+    }
+    let mut order: Vec<u32> = (0..all.len() as u32).collect();
+    order.sort_by(|&x, &y| {
+        let (a, b) = (&all[x as usize], &all[y as usize]);
+        let o = cmp_json(&a[sort], &b[sort]);
+        let o = if desc { o.reverse() } else { o };
+        o.then_with(|| cmp_json(&a["source_path"], &b["source_path"]))
+            .then_with(|| cmp_json(&a["document_id"], &b["document_id"]))
+    });
+    let order = Arc::new(order);
+    let bytes = order.len() * 4;
+    ctx.state
+        .docs
+        .put(key, CacheEntry::Order(Arc::clone(&order)), bytes);
+    order
 }
 
 /// Total order on JSON scalars: nulls last, numbers by value, text by text.
@@ -456,12 +531,20 @@ fn cmp_json(a: &Value, b: &Value) -> std::cmp::Ordering {
 pub struct Doc {
     /// Its runs row.
     pub run: Value,
-    /// Steps in order, all columns.
-    pub steps: Vec<Value>,
-    /// Tool calls per step id.
-    pub calls: HashMap<i64, Vec<Value>>,
+    /// Steps in order (one row each); turned into JSON a page at a time.
+    pub steps: RecordBatch,
+    /// Its tool calls.
+    pub calls: RecordBatch,
+    /// Rows of `calls` per step id.
+    pub calls_by_step: HashMap<i64, Vec<usize>>,
     /// Child documents (subagents): (document_id, run row summary).
     pub children: Vec<Value>,
+}
+
+impl Doc {
+    fn step_count(&self) -> usize {
+        self.steps.num_rows()
+    }
 }
 
 /// Columns of steps read for the explorer.
@@ -612,6 +695,76 @@ fn locate(
     }
 }
 
+/// The steps and tool calls of one trajectory: a store reads only its rows
+/// (Lance filter); a file is decoded once for both tables.
+fn read_doc_tables(
+    ctx: &Ctx<'_>,
+    cat: &Catalog,
+    m: &Mount,
+    source: &str,
+    doc: &str,
+) -> Result<(RecordBatch, RecordBatch), Error> {
+    let concat =
+        |table: Table, cols: &[&str], batches: Vec<RecordBatch>| -> Result<RecordBatch, Error> {
+            let schema = match batches.first() {
+                Some(b) => b.schema(),
+                None => {
+                    let idx = column_indices(table, cols)?;
+                    crate::table::TableBuilder::new(table, Some(&idx)).schema()
+                }
+            };
+            arrow::compute::concat_batches(&schema, &batches)
+                .map_err(|e| Error::Internal(e.to_string()))
+        };
+    let src = m
+        .snapshot
+        .sources
+        .iter()
+        .find(|s| s.source_path == source)
+        .ok_or_else(|| not_found("source"))?;
+    if src.kind == crate::catalog::SourceKind::Store {
+        let want: HashSet<String> = std::iter::once(doc.to_string()).collect();
+        let steps = rows_for_docs(ctx, cat, m, Table::Steps, &STEP_COLUMNS, source, &want)?;
+        let calls = rows_for_docs(ctx, cat, m, Table::ToolCalls, &CALL_COLUMNS, source, &want)?;
+        return Ok((
+            concat(Table::Steps, &STEP_COLUMNS, steps)?,
+            concat(Table::ToolCalls, &CALL_COLUMNS, calls)?,
+        ));
+    }
+    let step_idx = column_indices(Table::Steps, &STEP_COLUMNS)?;
+    let call_idx = column_indices(Table::ToolCalls, &CALL_COLUMNS)?;
+    let mut steps = crate::table::TableBuilder::new(Table::Steps, Some(&step_idx));
+    let mut calls = crate::table::TableBuilder::new(Table::ToolCalls, Some(&call_idx));
+    let mut ordinal = 0usize;
+    let opts = crate::formats::DecodeOptions::full(ctx.state.config.limits.max_document_bytes);
+    let r = crate::catalog::read::read_source(src, opts, &mut |d| {
+        if d.document_id() == doc {
+            steps.push_document(source, d, ordinal);
+            calls.push_document(source, d, ordinal);
+        }
+        ordinal += 1;
+    });
+    match r {
+        Ok(_) => {}
+        Err(crate::catalog::read::ReadFailure::Fatal(e)) => return Err(e.into()),
+        Err(crate::catalog::read::ReadFailure::Source(e)) => return Err(e.into()),
+    }
+    ctx.check()?;
+    Ok((steps.finish(), calls.finish()))
+}
+
+fn column_indices(table: Table, names: &[&str]) -> Result<Vec<usize>, Error> {
+    let cols = table.columns();
+    names
+        .iter()
+        .map(|n| {
+            cols.iter()
+                .position(|c| c.name == *n)
+                .ok_or_else(|| Error::Internal(format!("no column {n} in {}", table.name())))
+        })
+        .collect()
+}
+
 fn load_doc(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount, doc: &str) -> Result<Arc<Doc>, Error> {
     let (source, summary) = locate(ctx, cat, m, doc)?;
     let key = DocKey {
@@ -623,21 +776,14 @@ fn load_doc(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount, doc: &str) -> Result<Ar
     if let Some(CacheEntry::Doc(d)) = ctx.state.docs.get(&key) {
         return Ok(d);
     }
-    let want: HashSet<String> = std::iter::once(doc.to_string()).collect();
-    let step_batches = rows_for_docs(ctx, cat, m, Table::Steps, &STEP_COLUMNS, &source, &want)?;
-    let call_batches = rows_for_docs(ctx, cat, m, Table::ToolCalls, &CALL_COLUMNS, &source, &want)?;
-    let mut bytes = 0usize;
-    let mut steps = Vec::new();
-    for b in &step_batches {
-        bytes += b.get_array_memory_size();
-        steps.extend(rows_json(b));
-    }
-    let mut calls: HashMap<i64, Vec<Value>> = HashMap::new();
-    for b in &call_batches {
-        bytes += b.get_array_memory_size();
-        for r in rows_json(b) {
-            let step = r["step_id"].as_i64().unwrap_or(-1);
-            calls.entry(step).or_default().push(r);
+    let (steps, calls) = read_doc_tables(ctx, cat, m, &source, doc)?;
+    let bytes = steps.get_array_memory_size() + calls.get_array_memory_size();
+    let mut calls_by_step: HashMap<i64, Vec<usize>> = HashMap::new();
+    if let Some(ids) = calls.column_by_name("step_id") {
+        let ids = ids.as_primitive::<arrow::datatypes::Int64Type>();
+        for r in 0..calls.num_rows() {
+            let id = if ids.is_null(r) { -1 } else { ids.value(r) };
+            calls_by_step.entry(id).or_default().push(r);
         }
     }
     let all = all_runs(ctx, cat, m)?;
@@ -660,6 +806,7 @@ fn load_doc(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount, doc: &str) -> Result<Ar
         run: summary,
         steps,
         calls,
+        calls_by_step,
         children,
     });
     ctx.state
@@ -676,8 +823,8 @@ fn trajectory(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount, doc: &str) -> Result<
         "source_path": d.run["source_path"],
         "document_id": doc,
         "run": d.run,
-        "step_count": d.steps.len(),
-        "tool_call_count": d.calls.values().map(Vec::len).sum::<usize>(),
+        "step_count": d.step_count(),
+        "tool_call_count": d.calls.num_rows(),
         "children": d.children,
     })))
 }
@@ -685,10 +832,14 @@ fn trajectory(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount, doc: &str) -> Result<
 /// A step with its tool calls; long text cut to `limit` characters when
 /// given (the cut fields are listed under `truncated`).
 fn step_json(d: &Doc, index: usize, limit: Option<usize>) -> Value {
-    let mut s = d.steps[index].clone();
+    let mut s = row_json(&d.steps, index);
     let mut cut = Vec::new();
     let step_id = s["step_id"].as_i64().unwrap_or(-1);
-    let mut calls = d.calls.get(&step_id).cloned().unwrap_or_default();
+    let mut calls: Vec<Value> = d
+        .calls_by_step
+        .get(&step_id)
+        .map(|rows| rows.iter().map(|&r| row_json(&d.calls, r)).collect())
+        .unwrap_or_default();
     if let Some(n) = limit {
         if let Value::Object(o) = &mut s {
             for k in [
@@ -748,7 +899,7 @@ fn steps_page(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount, doc: &str) -> Result<
     let limit = param_usize(ctx, "limit", 100, limits.max_page_size)?.max(1);
     let text = param_usize(ctx, "text_chars", PAGE_TEXT_CHARS, 1 << 20)?;
     let d = load_doc(ctx, cat, m, doc)?;
-    let end = offset.saturating_add(limit).min(d.steps.len());
+    let end = offset.saturating_add(limit).min(d.step_count());
     let steps: Vec<Value> = (offset.min(end)..end)
         .map(|i| step_json(&d, i, Some(text)))
         .collect();
@@ -759,8 +910,8 @@ fn steps_page(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount, doc: &str) -> Result<
         "document_id": doc,
         "offset": offset,
         "limit": limit,
-        "total": d.steps.len(),
-        "next_offset": (end < d.steps.len()).then_some(end),
+        "total": d.step_count(),
+        "next_offset": (end < d.step_count()).then_some(end),
         "steps": steps,
     })))
 }
@@ -776,7 +927,7 @@ fn step_detail(
         .parse()
         .map_err(|_| bad("the step index must be a non-negative integer"))?;
     let d = load_doc(ctx, cat, m, doc)?;
-    if i >= d.steps.len() {
+    if i >= d.step_count() {
         return Err(not_found("step"));
     }
     let mut v = step_json(&d, i, None);
@@ -1327,6 +1478,8 @@ pub enum CacheEntry {
     Doc(Arc<Doc>),
     /// The runs list of a Dataset.
     Rows(Arc<Vec<Value>>),
+    /// A sort order of the runs list.
+    Order(Arc<Vec<u32>>),
 }
 
 /// A byte-bounded least-recently-used cache of decoded trajectories and

@@ -609,6 +609,26 @@ fn store_trajectories_match_the_files_they_came_from() {
         t.path(),
         "[[datasets]]\nname = \"files\"\nuri = \"files\"\n[[datasets]]\nname = \"store\"\nuri = \"store\"\n",
     );
+    // The runs list of a store comes from its runs table: same runs, same
+    // sort, same counts.
+    let ids = |ds: &str| -> Vec<(Value, Value, Value)> {
+        s.json(&format!(
+            "/api/v1/datasets/{ds}/runs?sort=document_id&order=desc"
+        ))["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["document_id"].clone(),
+                    r["step_count"].clone(),
+                    r["model_name"].clone(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(ids("files"), ids("store"));
+    assert_eq!(ids("store").len(), 2);
     for id in ["it's a 'quoted' id", "html-session"] {
         let path = |ds: &str| {
             format!(
