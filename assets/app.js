@@ -68,13 +68,14 @@ function errorBox(e) {
 const fmtNum = (v) => (v === null || v === undefined) ? '' :
   (typeof v === 'number' ? (Number.isInteger(v) ? v.toLocaleString('en-US') : v.toFixed(4)) : String(v));
 
-function encodePath(s) { return encodeURIComponent(s); }
+// `.` and `..` would be collapsed by URL parsing: send them escaped.
+function encodePath(s) { return (s === '.' || s === '..') ? s.replace(/\./g, '%2E') : encodeURIComponent(s); }
 
 function parseHash() {
   const raw = location.hash.replace(/^#/, '') || '/';
   const [path, qs] = raw.split('?');
   const params = new URLSearchParams(qs || '');
-  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  const parts = path.split('/').filter(Boolean).map((p) => { try { return decodeURIComponent(p); } catch (_) { return p; } });
   return { parts, params };
 }
 
@@ -439,6 +440,7 @@ async function renderTrajectory(root, ds, doc, params) {
     }
   }, { rootMargin: '2500px 0px' });
   slots.forEach((s) => io.observe(s));
+  state.cleanup = () => io.disconnect();
   const showStep = async (n) => {
     if (!(n >= 0 && n < t.step_count)) return;
     const i = Math.floor(n / PAGE);
@@ -547,8 +549,14 @@ async function renderSql(root, params) {
 
 // ------------------------------------------------------------ router
 
+let renderSeq = 0;
 async function render() {
-  const root = clear(view());
+  // Each view renders into its own root: a view still loading when the user
+  // moves on fills a detached node, not the new page.
+  renderSeq += 1;
+  if (state.cleanup) { state.cleanup(); state.cleanup = null; }
+  const root = document.createElement('div');
+  clear(view()).append(root);
   const { parts, params } = parseHash();
   const section = parts[0] || 'overview';
   document.querySelectorAll('header nav a').forEach((a) => a.classList.toggle('active', a.dataset.nav === (section === 'd' ? 'runs' : section)));

@@ -143,7 +143,11 @@ impl Mounts {
 
     fn warn(&self, code: &str, msg: String) {
         if let Ok(mut g) = self.warnings.lock() {
-            g.push((code.to_string(), msg));
+            // Bounded: a long-lived set of mounts (the server's) is scanned
+            // many times between refreshes.
+            if g.len() < 10_000 {
+                g.push((code.to_string(), msg));
+            }
         }
     }
 }

@@ -442,14 +442,13 @@ fn runs(ctx: &Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply, Error> {
             .iter()
             .skip(offset)
             .take(limit)
-            .map(|&i| &all[i as usize])
+            .filter_map(|&i| all.get(i as usize))
             .collect();
         (order.len(), page)
     } else {
         let mut total = 0usize;
         let mut page = Vec::new();
-        for &i in order.iter() {
-            let r = &all[i as usize];
+        for r in order.iter().filter_map(|&i| all.get(i as usize)) {
             if keep(r) {
                 if total >= offset && page.len() < limit {
                     page.push(r);
@@ -491,7 +490,10 @@ fn sorted_order(
         document: format!("\0order:{sort}:{desc}"),
     };
     if let Some(CacheEntry::Order(o)) = ctx.state.docs.get(&key) {
-        return o;
+        // The runs list may have been rebuilt (evicted, then read again).
+        if o.len() == all.len() {
+            return o;
+        }
     }
     let mut order: Vec<u32> = (0..all.len() as u32).collect();
     order.sort_by(|&x, &y| {

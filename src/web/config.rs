@@ -61,6 +61,8 @@ struct LimitsEntry {
 struct ProxyEntry {
     trusted: Vec<String>,
     #[serde(default)]
+    hosts: Vec<String>,
+    #[serde(default)]
     principal_header: Option<String>,
     #[serde(default)]
     dataset_header: Option<String>,
@@ -127,6 +129,9 @@ pub struct ProxyConfig {
     pub trusted: crate::s3::Allowlist,
     /// The trusted entries as written (for the start-up line).
     pub trusted_text: Vec<String>,
+    /// Host names (lower case, without port) accepted in the Host header
+    /// besides loopback ones: the names the proxy forwards.
+    pub hosts: Vec<String>,
     /// Header naming the authenticated principal (lower case).
     pub principal_header: String,
     /// Header restricting the request to one Dataset name (lower case).
@@ -316,6 +321,11 @@ impl WarehouseConfig {
                 Some(ProxyConfig {
                     trusted,
                     trusted_text: p.trusted.clone(),
+                    hosts: p
+                        .hosts
+                        .iter()
+                        .map(|h| h.trim().trim_end_matches('.').to_ascii_lowercase())
+                        .collect(),
                     principal_header: header(
                         &p.principal_header,
                         PRINCIPAL_HEADER,

@@ -271,10 +271,20 @@ fn connection(
         let te = headers
             .iter()
             .any(|(k, _)| k.eq_ignore_ascii_case("transfer-encoding"));
-        let len_text = headers
+        // One Content-Length, digits only (no sign, no list): anything else
+        // could frame the body differently from a proxy in front.
+        let lens: Vec<&str> = headers
             .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-            .map(|(_, v)| v.trim().to_string());
+            .filter(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+            .map(|(_, v)| v.trim())
+            .collect();
+        let len_text = match lens.as_slice() {
+            [] => None,
+            [one] if !one.is_empty() && one.bytes().all(|c| c.is_ascii_digit()) => {
+                Some((*one).to_string())
+            }
+            _ => Some(String::from("invalid")),
+        };
         let head_only = method == "HEAD";
         let refuse = |why: Refusal, reader: &mut BufReader<TcpStream>| {
             let r = handler.refuse(why, peer);

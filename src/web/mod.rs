@@ -119,6 +119,9 @@ pub enum WebError {
         /// The parser's message.
         message: String,
     },
+    /// A browser request from a page of another site.
+    #[error("requests from pages of other sites are refused (Sec-Fetch-Site)")]
+    CrossSite,
     /// The request head or body did not arrive in time.
     #[error("the request was not received within {seconds}s")]
     ClientTimeout {
@@ -164,6 +167,7 @@ impl WebError {
             WebError::ClientTimeout { .. } => "PC-WEB-016",
             WebError::Busy { .. } => "PC-WEB-017",
             WebError::LengthRequired => "PC-WEB-018",
+            WebError::CrossSite => "PC-WEB-019",
         }
     }
 
@@ -188,6 +192,7 @@ impl WebError {
             WebError::ClientTimeout { .. } => 408,
             WebError::Busy { .. } => 503,
             WebError::LengthRequired => 411,
+            WebError::CrossSite => 403,
         }
     }
 }

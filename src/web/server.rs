@@ -511,6 +511,17 @@ fn new_request_id(seq: u64) -> String {
     h.to_hex()[..16].to_string()
 }
 
+/// The name part of a Host header, lower case, without port or brackets.
+fn host_name(host: &str) -> String {
+    let h = host.trim();
+    let name = if let Some(rest) = h.strip_prefix('[') {
+        rest.split_once(']').map_or(rest, |(ip, _)| ip)
+    } else {
+        h.rsplit_once(':').map_or(h, |(n, _)| n)
+    };
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
 /// True when a Host header names a loopback address or `localhost`.
 fn loopback_host(host: &str) -> bool {
     let h = host.trim();
@@ -568,7 +579,31 @@ fn handle(mut req: HttpRequest, state: &State) -> HttpResponse {
         }
         _ => (None, None, false),
     };
-    let host_ok = trusted || header(&req, "host").is_none_or(loopback_host);
+    // Every request, a trusted proxy's too, must name this server: a
+    // loopback name, or one of `proxy.hosts` (DNS rebinding guard).
+    let host_ok = header(&req, "host").is_none_or(|h| {
+        loopback_host(h)
+            || state
+                .config
+                .proxy
+                .as_ref()
+                .is_some_and(|p| p.hosts.iter().any(|x| *x == host_name(h)))
+    });
+    // A proxy that appends rather than replaces its headers would let the
+    // client's copy through: more than one copy is refused.
+    let repeated = state.config.proxy.as_ref().is_some_and(|p| {
+        [&p.principal_header, &p.dataset_header].iter().any(|name| {
+            req.headers
+                .iter()
+                .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+                .count()
+                > 1
+        })
+    });
+    // Browsers say where a request comes from; pages of other sites may not
+    // use the API (they could not read the answer, but could load the server).
+    let cross_site =
+        header(&req, "sec-fetch-site").is_some_and(|v| !matches!(v.trim(), "same-origin" | "none"));
     let mut ctx = Ctx {
         request_id: rid.clone(),
         method: method.clone(),
@@ -603,6 +638,15 @@ fn handle(mut req: HttpRequest, state: &State) -> HttpResponse {
                     .collect(),
             }
             .into());
+        }
+        if repeated {
+            return Err(WebError::BadRequest {
+                message: "an identity or dataset header is repeated".into(),
+            }
+            .into());
+        }
+        if cross_site && raw_path.starts_with("/api/") {
+            return Err(WebError::CrossSite.into());
         }
         if bad_restriction {
             // A restriction that cannot be read restricts to nothing.

@@ -478,6 +478,29 @@ fn bad_requests_are_refused_with_codes() {
         None,
     );
     assert_eq!((r.status, r.code().as_str()), (421, "PC-WEB-015"));
+    // A page of another site may not use the API.
+    let r = s.send(
+        "GET",
+        "/api/v1/catalog",
+        &[("Sec-Fetch-Site", "cross-site")],
+        None,
+    );
+    assert_eq!((r.status, r.code().as_str()), (403, "PC-WEB-019"));
+    assert_eq!(
+        s.send(
+            "GET",
+            "/api/v1/catalog",
+            &[("Sec-Fetch-Site", "same-origin")],
+            None
+        )
+        .status,
+        200
+    );
+    // Ambiguous body framing.
+    for cl in ["+5", "5, 5", "-1"] {
+        let r = s.send("POST", "/api/v1/query", &[("Content-Length", cl)], None);
+        assert_eq!(r.status, 400, "{cl}");
+    }
     // Proxy headers from an untrusted peer (no [proxy]) are dropped.
     let r = s.send(
         "GET",

@@ -72,7 +72,7 @@ fn trusted_proxy_headers_and_access_log() {
 
     let s = Served::start(
         t.path(),
-        &format!("{two}[proxy]\ntrusted = [\"127.0.0.1\"]\nprincipal_header = \"X-Auth-User\"\n"),
+        &format!("{two}[proxy]\ntrusted = [\"127.0.0.1\"]\nprincipal_header = \"X-Auth-User\"\nhosts = [\"warehouse.example.org\"]\n"),
     );
     let r = s.get("/api/v1/catalog");
     assert_eq!((r.status, r.code().as_str()), (401, "PC-WEB-007"));
@@ -128,14 +128,26 @@ fn trusted_proxy_headers_and_access_log() {
     for l in &log {
         assert!(!l.contains("hunter2") && !l.contains("sekrit"), "{l}");
     }
-    // The trusted proxy may use any Host name.
+    // The proxy's public name is accepted as Host; other names are not, even
+    // from the trusted peer.
+    let bob_at = |host| [("X-Auth-User", "bob"), ("Host", host)];
     let r = s.send(
         "GET",
         "/api/v1/catalog",
-        &[("X-Auth-User", "bob"), ("Host", "warehouse.example.org")],
+        &bob_at("warehouse.example.org:443"),
         None,
     );
     assert_eq!(r.status, 200);
+    let r = s.send("GET", "/api/v1/catalog", &bob_at("rebound.example"), None);
+    assert_eq!((r.status, r.code().as_str()), (421, "PC-WEB-015"));
+    // A repeated identity header (a proxy that appends) is refused.
+    let r = s.send(
+        "GET",
+        "/api/v1/catalog",
+        &[("X-Auth-User", "mallory"), ("X-Auth-User", "bob")],
+        None,
+    );
+    assert_eq!((r.status, r.code().as_str()), (400, "PC-WEB-006"));
 }
 
 #[test]
