@@ -680,3 +680,29 @@ fn store_trajectories_match_the_files_they_came_from() {
         assert_eq!(strip(&a), strip(&b), "{id}");
     }
 }
+
+#[test]
+fn every_documented_route_exists() {
+    let t = tempfile::tempdir().unwrap();
+    let s = serve_examples(&t);
+    let api = s.json("/api/v1/openapi.json");
+    let paths = api["paths"].as_object().unwrap();
+    assert!(paths.len() >= 13, "{}", paths.len());
+    for (path, ops) in paths {
+        let concrete = path
+            .replace("{dataset}", "evals")
+            .replace("{document_id}", "html-session")
+            .replace("{index}", "0");
+        let q = if concrete.ends_with("/query") {
+            "?sql=SELECT%201"
+        } else if concrete.ends_with("/find") {
+            "?q=x"
+        } else {
+            ""
+        };
+        if ops.get("get").is_some() {
+            let r = s.get(&format!("{concrete}{q}"));
+            assert_eq!(r.status, 200, "{path}: {}", r.text());
+        }
+    }
+}
