@@ -692,3 +692,35 @@ impl From<crate::store::StoreError> for SqlError {
         }
     }
 }
+
+/// The answer to `DESCRIBE relation`: one row per column (name, type,
+/// nullability, description).
+pub fn describe_batches(relation: &str) -> (SchemaRef, Vec<RecordBatch>) {
+    let cols = describe_relation(relation);
+    let schema = std::sync::Arc::new(Schema::new(vec![
+        Field::new("column_name", DataType::Utf8, false),
+        Field::new("column_type", DataType::Utf8, false),
+        Field::new("null", DataType::Utf8, false),
+        Field::new("description", DataType::Utf8, false),
+    ]));
+    let col = |f: &dyn Fn(&(String, String, bool, String)) -> String| -> ArrayRef {
+        std::sync::Arc::new(cols.iter().map(|c| Some(f(c))).collect::<StringArray>())
+    };
+    let arrays = vec![
+        col(&|c| c.0.clone()),
+        col(&|c| c.1.clone()),
+        col(&|c| if c.2 { "YES".into() } else { "NO".into() }),
+        col(&|c| c.3.clone()),
+    ];
+    let batch = RecordBatch::try_new(schema.clone(), arrays).expect("describe columns match");
+    (schema, vec![batch])
+}
+
+/// The answer to `EXPLAIN`: the plan, one line per row.
+pub fn explain_batches(plan: &impl std::fmt::Display) -> (SchemaRef, Vec<RecordBatch>) {
+    let text = plan.to_string();
+    let schema = std::sync::Arc::new(Schema::new(vec![Field::new("plan", DataType::Utf8, false)]));
+    let lines: ArrayRef = std::sync::Arc::new(text.lines().map(Some).collect::<StringArray>());
+    let batch = RecordBatch::try_new(schema.clone(), vec![lines]).expect("plan column matches");
+    (schema, vec![batch])
+}

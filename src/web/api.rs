@@ -1039,23 +1039,16 @@ fn find(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply, Error> {
     } else {
         Some(crate::find::parse_match_expression(&q)?)
     };
+    let given = |name: &str| {
+        ctx.param(name)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
     let identity = crate::find::exec::Identity {
-        source: ctx
-            .param("source")
-            .filter(|s| !s.is_empty())
-            .map(str::to_string),
-        run_id: ctx
-            .param("run_id")
-            .filter(|s| !s.is_empty())
-            .map(str::to_string),
-        document_id: ctx
-            .param("document_id")
-            .filter(|s| !s.is_empty())
-            .map(str::to_string),
-        session_id: ctx
-            .param("session_id")
-            .filter(|s| !s.is_empty())
-            .map(str::to_string),
+        source: given("source"),
+        run_id: given("run_id"),
+        document_id: given("document_id"),
+        session_id: given("session_id"),
         step_id: None,
     };
     if expr.is_none() && !identity.has_id() {
@@ -1247,58 +1240,8 @@ fn run_query(
     let limits = ctx.state.config.limits;
     let statement = crate::sql::plan(text, mounts)?;
     Ok(match statement {
-        crate::sql::Statement::Describe(_, rel, _) => {
-            let cols = crate::dataset::describe_relation(&rel);
-            let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(vec![
-                arrow::datatypes::Field::new(
-                    "column_name",
-                    arrow::datatypes::DataType::Utf8,
-                    false,
-                ),
-                arrow::datatypes::Field::new(
-                    "column_type",
-                    arrow::datatypes::DataType::Utf8,
-                    false,
-                ),
-                arrow::datatypes::Field::new(
-                    "description",
-                    arrow::datatypes::DataType::Utf8,
-                    false,
-                ),
-            ]));
-            let col =
-                |f: &dyn Fn(&(String, String, bool, String)) -> String| -> arrow::array::ArrayRef {
-                    std::sync::Arc::new(
-                        cols.iter()
-                            .map(|c| Some(f(c)))
-                            .collect::<arrow::array::StringArray>(),
-                    )
-                };
-            let b = RecordBatch::try_new(
-                schema.clone(),
-                vec![
-                    col(&|c| c.0.clone()),
-                    col(&|c| c.1.clone()),
-                    col(&|c| c.3.clone()),
-                ],
-            )
-            .map_err(|e| Error::Internal(e.to_string()))?;
-            (schema, vec![b])
-        }
-        crate::sql::Statement::Explain(plan) => {
-            let text = plan.to_string();
-            let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(vec![
-                arrow::datatypes::Field::new("plan", arrow::datatypes::DataType::Utf8, false),
-            ]));
-            let lines: arrow::array::ArrayRef = std::sync::Arc::new(
-                text.lines()
-                    .map(Some)
-                    .collect::<arrow::array::StringArray>(),
-            );
-            let b = RecordBatch::try_new(schema.clone(), vec![lines])
-                .map_err(|e| Error::Internal(e.to_string()))?;
-            (schema, vec![b])
-        }
+        crate::sql::Statement::Describe(_, rel, _) => crate::dataset::describe_batches(&rel),
+        crate::sql::Statement::Explain(plan) => crate::dataset::explain_batches(&plan),
         crate::sql::Statement::Query(plan) => {
             let r = crate::sql::execute(
                 &plan,

@@ -172,14 +172,17 @@ pub fn serve(opts: &ServeOptions) -> Result<(), Error> {
         }
     ));
     let catalog = Arc::new(open_catalog(&opts.config, 1)?);
-    for m in catalog.mounts.mounts() {
-        info(&format!(
-            "dataset {}: {} Sources, snapshot_id {}",
-            m.name,
-            m.snapshot.sources.len(),
-            m.snapshot.snapshot_id
-        ));
-    }
+    let report = |verb: &str, c: &Catalog| {
+        for m in c.mounts.mounts() {
+            info(&format!(
+                "{verb} {}: {} Sources, snapshot_id {}",
+                m.name,
+                m.snapshot.sources.len(),
+                m.snapshot.snapshot_id
+            ));
+        }
+    };
+    report("dataset", &catalog);
     let listener = std::net::TcpListener::bind(addr).map_err(|e| WebError::Bind {
         addr: addr.to_string(),
         reason: e.to_string(),
@@ -249,16 +252,7 @@ pub fn serve(opts: &ServeOptions) -> Result<(), Error> {
         match got {
             Ok(Signal::Refresh) | Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 match state.refresh() {
-                    Ok(c) => {
-                        for m in c.mounts.mounts() {
-                            info(&format!(
-                                "refreshed dataset {}: {} Sources, snapshot_id {}",
-                                m.name,
-                                m.snapshot.sources.len(),
-                                m.snapshot.snapshot_id
-                            ));
-                        }
-                    }
+                    Ok(c) => report("refreshed dataset", &c),
                     Err(e) => eprintln!(
                         "warning[{}]: catalog refresh failed; still serving the previous snapshot: {}",
                         e.code(),

@@ -1,18 +1,13 @@
 //! `query [DATASET] SQL`: plan and run read-only SQL over mounted Datasets.
 
 use std::io::Write as _;
-use std::sync::Arc;
 use std::time::Instant;
-
-use arrow::array::{ArrayRef, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use arrow::record_batch::RecordBatch;
 
 use crate::cli::out::Out;
 use crate::cli::render::{write_csv, write_jsonl, write_table, Bounded, OutputLimit};
 use crate::cli::settings::{QueryFormat, QuerySettings};
 use crate::cli::ExitStatus;
-use crate::dataset::{describe_relation, Mounts};
+use crate::dataset::Mounts;
 use crate::error::Error;
 use crate::sql::{self, Limits, SqlError, Statement};
 
@@ -40,17 +35,8 @@ pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
         return Ok(ExitStatus::Success);
     }
     let (schema, batches) = match statement {
-        Statement::Describe(_, rel, _) => describe_batches(&rel),
-        Statement::Explain(plan) => {
-            let text = plan.to_string();
-            let schema = Arc::new(Schema::new(vec![Field::new("plan", DataType::Utf8, false)]));
-            let lines: ArrayRef = Arc::new(text.lines().map(Some).collect::<StringArray>());
-            (
-                schema.clone(),
-                vec![RecordBatch::try_new(schema, vec![lines])
-                    .map_err(|e| Error::Internal(e.to_string()))?],
-            )
-        }
+        Statement::Describe(_, rel, _) => crate::dataset::describe_batches(&rel),
+        Statement::Explain(plan) => crate::dataset::explain_batches(&plan),
         Statement::Query(plan) => {
             let limits = Limits {
                 timeout: Some(q.timeout),
@@ -97,27 +83,6 @@ pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
         started.elapsed().as_millis()
     ));
     Ok(ExitStatus::Success)
-}
-
-fn describe_batches(relation: &str) -> (SchemaRef, Vec<RecordBatch>) {
-    let cols = describe_relation(relation);
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("column_name", DataType::Utf8, false),
-        Field::new("column_type", DataType::Utf8, false),
-        Field::new("null", DataType::Utf8, false),
-        Field::new("description", DataType::Utf8, false),
-    ]));
-    let col = |f: &dyn Fn(&(String, String, bool, String)) -> String| -> ArrayRef {
-        Arc::new(cols.iter().map(|c| Some(f(c))).collect::<StringArray>())
-    };
-    let arrays = vec![
-        col(&|c| c.0.clone()),
-        col(&|c| c.1.clone()),
-        col(&|c| if c.2 { "YES".into() } else { "NO".into() }),
-        col(&|c| c.3.clone()),
-    ];
-    let batch = RecordBatch::try_new(schema.clone(), arrays).expect("describe columns match");
-    (schema, vec![batch])
 }
 
 /// Create `path` with `bytes`: written to a hidden temporary file in the same
