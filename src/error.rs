@@ -37,6 +37,9 @@ pub enum Error {
     /// The Warehouse server.
     #[error(transparent)]
     Web(#[from] crate::web::WebError),
+    /// The Gateway.
+    #[error(transparent)]
+    Gateway(#[from] crate::gateway::GatewayError),
     /// Writing the result failed (other than a closed pipe).
     #[error("cannot write output: {0}")]
     Output(std::io::Error),
@@ -57,6 +60,7 @@ impl Error {
             Error::Export(e) => e.code(),
             Error::Find(e) => e.code(),
             Error::Web(e) => e.code(),
+            Error::Gateway(e) => e.code(),
             Error::Output(_) => "PC-IO-001",
             Error::Internal(_) => "PC-INT-001",
         }

@@ -23,6 +23,7 @@ pub mod dataset;
 pub mod error;
 pub mod find;
 pub mod formats;
+pub mod gateway;
 pub mod render;
 pub mod s3;
 pub mod sql;

@@ -60,6 +60,9 @@ pub fn read_source(
     opts: DecodeOptions,
     sink: &mut dyn FnMut(&Storyline),
 ) -> Result<SourceRead, ReadFailure> {
+    if src.format == formats::SourceFormat::EventsLance {
+        return read_events(src, sink);
+    }
     if src.kind == SourceKind::Store {
         return read_store(src, sink);
     }
@@ -328,6 +331,54 @@ fn read_store(src: &Source, sink: &mut dyn FnMut(&Storyline)) -> Result<SourceRe
             Ok(())
         })
         .map_err(|e| store_failure(src, &e))?;
+    counts.runs = runs.len() as u64;
+    Ok(SourceRead {
+        counts,
+        diagnostics: Vec::new(),
+        generated_ids: 0,
+    })
+}
+
+/// The deduplicated rows of an events store at its pinned version.
+pub fn events_rows(src: &Source) -> Result<Vec<(crate::store::events::EventRow, i64)>, ReadFailure> {
+    if src.object.is_some() || src.abs_path.as_os_str().is_empty() {
+        return Err(ReadFailure::Source(FormatError::NotReadable {
+            source_path: src.source_path.clone(),
+            what: "events store on S3 (PC-S3-019)",
+        }));
+    }
+    let SnapshotRef::Lance { version } = src.snapshot_ref else {
+        return Err(ReadFailure::Source(FormatError::NotReadable {
+            source_path: src.source_path.clone(),
+            what: "events store without a version",
+        }));
+    };
+    if src.status == super::source::SourceStatus::Error {
+        return Err(ReadFailure::Source(FormatError::NotReadable {
+            source_path: src.source_path.clone(),
+            what: "events store with no readable version",
+        }));
+    }
+    let path = src.abs_path.to_string_lossy().into_owned();
+    let rows = crate::store::events::read_all(&path, version).map_err(|e| store_failure(src, &e))?;
+    Ok(crate::store::events::dedupe(rows))
+}
+
+/// Read an events store as trajectories: the projection of its captured
+/// sessions (see `formats::events`).
+fn read_events(src: &Source, sink: &mut dyn FnMut(&Storyline)) -> Result<SourceRead, ReadFailure> {
+    let rows = events_rows(src)?;
+    let refs: Vec<(&serde_json::Value, i64)> = rows.iter().map(|(r, d)| (&r.record, *d)).collect();
+    let docs = formats::events::project(&refs, &src.source_path);
+    let mut counts = SourceCounts::default();
+    let mut runs: HashSet<String> = HashSet::new();
+    for d in &docs {
+        counts.trajectories += 1;
+        counts.steps += d.turns.len() as u64;
+        counts.tool_calls += d.tool_call_count() as u64;
+        runs.insert(d.run_id().to_string());
+        sink(d);
+    }
     counts.runs = runs.len() as u64;
     Ok(SourceRead {
         counts,

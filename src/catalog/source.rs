@@ -137,7 +137,7 @@ impl Source {
                 history: true,
             },
             SourceFormat::EventsLance => Capabilities {
-                relations: &["events"],
+                relations: &["events", "runs", "trajectories", "steps", "tool_calls"],
                 writable: false,
                 history: true,
             },

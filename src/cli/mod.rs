@@ -184,9 +184,18 @@ pub enum Command {
     ///   name = "evals"            # also its SQL schema
     ///   uri = "./evals"           # relative to this file, or s3://bucket/prefix
     ///
+    /// With --gateway, the same process also runs the Gateway: a loopback
+    /// proxy for OpenAI- and Anthropic-compatible APIs that records every
+    /// exchange as canonical events into the target Dataset's events.lance
+    /// (through a local write-ahead log), and an admin API. Routes, keys (by
+    /// environment variable), network policy and ports come only from
+    /// gateway.toml. See docs/gateway.md.
+    ///
     /// Examples:
     ///   pchronicle serve --config warehouse.toml --open
     ///   pchronicle serve --config warehouse.toml --listen 127.0.0.1:9000
+    ///   pchronicle serve --config warehouse.toml --gateway gateway.toml \
+    ///       --gateway-dataset production
     #[command(verbatim_doc_comment)]
     Serve(ServeArgs),
 }
@@ -206,6 +215,30 @@ pub struct ServeArgs {
     /// Open the web explorer in the default browser once listening.
     #[arg(long)]
     pub open: bool,
+    /// Also run the Gateway configured by this TOML file (routes, keys by
+    /// environment variable, network policy, listen and admin_listen ports).
+    /// Without --listen (and without `listen` in the Warehouse file) only the
+    /// Gateway runs.
+    #[arg(long, value_name = "FILE")]
+    pub gateway: Option<std::path::PathBuf>,
+    /// The mounted Dataset that receives captured events (needed when the
+    /// Warehouse mounts several and names no default_dataset).
+    #[arg(long, value_name = "NAME", requires = "gateway")]
+    pub gateway_dataset: Option<String>,
+    /// Directory for the Gateway's write-ahead log, checkpoint and session
+    /// index (required for an S3 target; a local target defaults to
+    /// DATASET/.pchronicle-gateway).
+    #[arg(long, value_name = "DIR", requires = "gateway")]
+    pub gateway_state: Option<std::path::PathBuf>,
+    /// Also maintain a Markdown view of each session under STATE/markdown/
+    /// (diagnostic only; never read back).
+    #[arg(long, requires = "gateway")]
+    pub gateway_stream_markdown: bool,
+    /// Mirror Gateway dispatch and capture diagnostics to stderr, with
+    /// request and response bodies cut to 2 KiB (not for regular production
+    /// use: bodies may hold private data).
+    #[arg(long, alias = "gateway-debug", requires = "gateway")]
+    pub debug: bool,
 }
 
 /// `analysis overview|agents|models|tools [DATASET]`

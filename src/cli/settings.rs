@@ -177,6 +177,8 @@ pub enum CommandSettings {
         listen: Option<String>,
         /// `--open`.
         open: bool,
+        /// `--gateway` and its options.
+        gateway: Option<GatewaySettings>,
     },
     /// `status`
     Status {
@@ -368,6 +370,16 @@ impl Settings {
                     config: crate::util::path::lexical_absolute(&a.config, &env.cwd),
                     listen: a.listen.clone(),
                     open: a.open,
+                    gateway: a.gateway.as_ref().map(|g| GatewaySettings {
+                        config: crate::util::path::lexical_absolute(g, &env.cwd),
+                        dataset: a.gateway_dataset.clone(),
+                        state: a
+                            .gateway_state
+                            .as_ref()
+                            .map(|s| crate::util::path::lexical_absolute(s, &env.cwd)),
+                        stream_markdown: a.gateway_stream_markdown,
+                        debug: a.debug,
+                    }),
                 },
                 OutputFormatArg::Table,
             ),
@@ -1127,4 +1139,19 @@ mod tests {
         e.vars.insert("NO_COLOR".into(), "1".into());
         assert!(!resolve(&["ls", "."], &e).unwrap().color);
     }
+}
+
+/// `serve --gateway …`
+#[derive(Debug, Clone)]
+pub struct GatewaySettings {
+    /// gateway.toml.
+    pub config: PathBuf,
+    /// `--gateway-dataset`.
+    pub dataset: Option<String>,
+    /// `--gateway-state`.
+    pub state: Option<PathBuf>,
+    /// `--gateway-stream-markdown`.
+    pub stream_markdown: bool,
+    /// `--debug`.
+    pub debug: bool,
 }

@@ -17,7 +17,7 @@ use rayon::prelude::*;
 
 use crate::catalog::read::{read_source, ReadFailure};
 use crate::catalog::{
-    CatalogError, CatalogSnapshot, DatasetUri, DiscoveryLimits, Source, SourceKind, SourceStatus,
+    CatalogError, CatalogSnapshot, DatasetUri, DiscoveryLimits, Source, SourceStatus,
 };
 use crate::formats::atif::Projection;
 use crate::formats::DecodeOptions;
@@ -253,7 +253,7 @@ const EVENT_DOCS: &[&str] = &[
     "Parent call id",
     "Model",
     "The complete event record as JSON",
-    "How many times the same event id was appended",
+    "Further stored copies of this event_id (capture is at-least-once; rows are deduplicated)",
 ];
 
 /// Columns computable from a skeleton read (no message bodies, metrics or
@@ -380,10 +380,7 @@ impl Provider for Mounts {
                 let b = full.project(columns)?;
                 Ok(vec![post(b)?])
             }
-            "events" => {
-                let schema = std::sync::Arc::new(events_schema().project(columns)?);
-                Ok(vec![RecordBatch::new_empty(schema)])
-            }
+            "events" => self.scan_events(mount, columns, post),
             other => {
                 let table = Table::from_name(other).ok_or_else(|| SqlError::UnknownRelation {
                     name: other.to_string(),
@@ -425,9 +422,6 @@ impl Mounts {
                 if !only(s) {
                     return false;
                 }
-                if s.format == crate::formats::SourceFormat::EventsLance {
-                    return false;
-                }
                 if s.status == SourceStatus::Error
                     && s.format == crate::formats::SourceFormat::Unknown
                 {
@@ -462,7 +456,7 @@ impl Mounts {
                     .par_iter()
                     .map(|s| {
                         check()?;
-                        if s.kind == SourceKind::Store
+                        if s.format == crate::formats::SourceFormat::StorylineLance
                             && matches!(table, Table::Runs | Table::Steps | Table::ToolCalls)
                         {
                             return self.scan_store(s, table, columns, store_filter, post);
@@ -723,4 +717,102 @@ pub fn explain_batches(plan: &impl std::fmt::Display) -> (SchemaRef, Vec<RecordB
     let lines: ArrayRef = std::sync::Arc::new(text.lines().map(Some).collect::<StringArray>());
     let batch = RecordBatch::try_new(schema.clone(), vec![lines]).expect("plan column matches");
     (schema, vec![batch])
+}
+
+impl Mounts {
+    /// The `events` relation: every events store's rows at its pinned
+    /// version, one row per distinct `event_id` with its duplicate count.
+    fn scan_events(
+        &self,
+        mount: &Mount,
+        columns: &[usize],
+        post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
+    ) -> Result<Vec<RecordBatch>, SqlError> {
+        use arrow::array::{Int64Array, StringArray, TimestampNanosecondArray};
+        let full = events_schema();
+        let schema = std::sync::Arc::new(full.project(columns)?);
+        let mut out = Vec::new();
+        for s in &mount.snapshot.sources {
+            if s.format != crate::formats::SourceFormat::EventsLance {
+                continue;
+            }
+            let rows = match crate::catalog::read::events_rows(s) {
+                Ok(r) => r,
+                Err(f) => {
+                    out.extend(self.skip_or_fail(s, f)?);
+                    continue;
+                }
+            };
+            let text = |key: &str| -> StringArray {
+                rows.iter()
+                    .map(|(r, _)| match r.record.get(key) {
+                        Some(serde_json::Value::String(v)) => Some(v.as_str()),
+                        _ => None,
+                    })
+                    .collect()
+            };
+            let mut cols: Vec<arrow::array::ArrayRef> = Vec::with_capacity(columns.len());
+            for &i in columns {
+                let name = full.field(i).name().as_str();
+                let a: arrow::array::ArrayRef = match name {
+                    "source_path" => std::sync::Arc::new(StringArray::from(vec![
+                        s.source_path.as_str();
+                        rows.len()
+                    ])),
+                    "seq" => std::sync::Arc::new(Int64Array::from_iter_values(
+                        rows.iter().map(|(r, _)| r.seq),
+                    )),
+                    "timestamp" => std::sync::Arc::new(
+                        TimestampNanosecondArray::from_iter_values(
+                            rows.iter()
+                                .map(|(r, _)| r.timestamp_unix_ms.saturating_mul(1_000_000)),
+                        )
+                        .with_timezone("UTC"),
+                    ),
+                    "model" => std::sync::Arc::new(
+                        rows.iter()
+                            .map(|(r, _)| {
+                                r.record
+                                    .get("payload")
+                                    .and_then(|p| p.get("model"))
+                                    .and_then(serde_json::Value::as_str)
+                            })
+                            .collect::<StringArray>(),
+                    ),
+                    "kind" | "source" => std::sync::Arc::new(
+                        rows.iter()
+                            .map(|(r, _)| {
+                                Some(
+                                    r.record
+                                        .get(name)
+                                        .and_then(serde_json::Value::as_str)
+                                        .unwrap_or(""),
+                                )
+                            })
+                            .collect::<StringArray>(),
+                    ),
+                    "payload_json" => std::sync::Arc::new(
+                        rows.iter()
+                            .map(|(r, _)| Some(r.record.to_string()))
+                            .collect::<StringArray>(),
+                    ),
+                    "duplicate_count" => std::sync::Arc::new(Int64Array::from_iter_values(
+                        rows.iter().map(|(_, d)| *d),
+                    )),
+                    other => std::sync::Arc::new(text(other)),
+                };
+                cols.push(a);
+            }
+            let b = RecordBatch::try_new_with_options(
+                schema.clone(),
+                cols,
+                &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows.len())),
+            )?;
+            out.push(post(b)?);
+        }
+        if out.is_empty() {
+            out.push(RecordBatch::new_empty(schema));
+        }
+        Ok(out)
+    }
 }

@@ -18,7 +18,7 @@ use tantivy::ReloadPolicy;
 use super::exec::Searchable;
 use super::index::{self, Builder, IndexMeta, BUILD_COLUMNS, INDEX_VERSION};
 use super::tokenize::TOKENIZER_NAME;
-use crate::catalog::{Source, SourceKind, SourceStatus};
+use crate::catalog::{Source, SourceStatus};
 use crate::dataset::Mounts;
 use crate::formats::SourceFormat;
 use crate::sql::SqlError;
@@ -70,7 +70,7 @@ pub struct Prepared {
 
 /// True for Sources that contribute steps.
 pub fn has_steps(s: &Source) -> bool {
-    if s.format == SourceFormat::EventsLance || s.format == SourceFormat::Unknown {
+    if s.format == SourceFormat::Unknown {
         return false;
     }
     s.status != SourceStatus::Error
@@ -142,7 +142,7 @@ pub fn prepare(
             }
             continue;
         }
-        if s.kind == SourceKind::Store {
+        if s.format == SourceFormat::StorylineLance {
             if let Some(ix) = open_store_index(s) {
                 out.report.reused_sources += 1;
                 out.indexes.push(ix);

@@ -7,6 +7,7 @@
 pub mod actf;
 pub mod atif;
 pub mod encode;
+pub mod events;
 mod error;
 pub mod json;
 pub mod model;

@@ -26,7 +26,7 @@ const ARRAYS: &[&str] = &["session_steps", "messages", "tool_calls"];
 /// Reasoning spellings, in order of preference.
 const REASONING_KEYS: &[&str] = &["reasoning_content", "reasoning", "thinking"];
 
-fn role_src(role: &str) -> &'static str {
+pub(crate) fn role_src(role: &str) -> &'static str {
     match role {
         "system" | "developer" => "system",
         "user" => "user",
@@ -38,7 +38,7 @@ fn role_src(role: &str) -> &'static str {
 
 /// Reasoning text of a message: the first reasoning key with a string, or
 /// `thinking` content parts.
-fn reasoning_of(m: &Map<String, Value>) -> Option<String> {
+pub(crate) fn reasoning_of(m: &Map<String, Value>) -> Option<String> {
     for k in REASONING_KEYS {
         if let Some(Value::String(s)) = m.get(*k) {
             if !s.is_empty() {
@@ -65,7 +65,7 @@ fn reasoning_of(m: &Map<String, Value>) -> Option<String> {
 
 /// Map OpenAI `tool_calls` to Storyline calls. Arguments given as a JSON
 /// string are parsed; unparsable strings are kept as strings.
-fn convert_calls(calls: &[Value], step: i64, ctx: &mut DecodeCtx, at: &str) -> Vec<ToolCall> {
+pub(crate) fn convert_calls(calls: &[Value], step: i64, ctx: &mut DecodeCtx, at: &str) -> Vec<ToolCall> {
     let mut out = Vec::with_capacity(calls.len());
     for (c, call) in calls.iter().enumerate() {
         let Some(o) = call.as_object() else {
@@ -130,7 +130,7 @@ fn convert_calls(calls: &[Value], step: i64, ctx: &mut DecodeCtx, at: &str) -> V
     out
 }
 
-fn attach_result(
+pub(crate) fn attach_result(
     turns: &mut [Turn],
     owner: &HashMap<String, usize>,
     fallback: Option<usize>,

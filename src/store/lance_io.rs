@@ -85,6 +85,41 @@ pub async fn create_table(path: &str, reader: ChannelReader) -> Result<u64, Stor
     Ok(ds.version().version)
 }
 
+/// Append the batches the channel yields to the Lance table at `path`
+/// (created when `exists` is false); returns the new version.
+pub async fn append_table(
+    path: &str,
+    reader: ChannelReader,
+    exists: bool,
+) -> Result<u64, StoreError> {
+    let params = WriteParams {
+        mode: if exists {
+            WriteMode::Append
+        } else {
+            WriteMode::Create
+        },
+        session: session_for(path)?,
+        ..Default::default()
+    };
+    let ds = Dataset::write(reader, path, Some(params))
+        .await
+        .map_err(lance_err)?;
+    Ok(ds.version().version)
+}
+
+/// The newest version of the table at `path`, or `None` when there is none.
+pub async fn latest_version(path: &str) -> Result<Option<u64>, StoreError> {
+    let mut builder = DatasetBuilder::from_uri(path);
+    if let Some(s) = session_for(path)? {
+        builder = builder.with_session(s);
+    }
+    match builder.load().await {
+        Ok(ds) => Ok(Some(ds.version().version)),
+        Err(lance::Error::DatasetNotFound { .. }) => Ok(None),
+        Err(e) => Err(lance_err(e)),
+    }
+}
+
 /// The Lance session for `path`: S3 URLs go through pChronicle's S3 client
 /// (see `crate::s3::lance`); local paths use Lance's default.
 fn session_for(path: &str) -> Result<Option<std::sync::Arc<lance::session::Session>>, StoreError> {

@@ -19,6 +19,7 @@
 //! the new snapshot visible, never a mix.
 
 pub mod current;
+pub mod events;
 mod lance_io;
 mod objects;
 pub mod publish;

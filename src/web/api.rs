@@ -313,7 +313,8 @@ fn all_runs(ctx: &Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Arc<Vec<Value>>, 
         return Ok(v);
     }
     let check = check_cb(ctx);
-    let is_store = |s: &crate::catalog::Source| s.kind == crate::catalog::SourceKind::Store;
+    let is_store =
+        |s: &crate::catalog::Source| s.format == crate::formats::SourceFormat::StorylineLance;
     // Files: the `trajectories` relation. Stores: their `runs` table, read
     // natively (the trajectory summary would rebuild every document); the
     // columns it lacks are null.
@@ -724,7 +725,7 @@ fn read_doc_tables(
         .iter()
         .find(|s| s.source_path == source)
         .ok_or_else(|| not_found("source"))?;
-    if src.kind == crate::catalog::SourceKind::Store {
+    if src.format == crate::formats::SourceFormat::StorylineLance {
         let want: HashSet<String> = std::iter::once(doc.to_string()).collect();
         let steps = rows_for_docs(ctx, cat, m, Table::Steps, &STEP_COLUMNS, source, &want)?;
         let calls = rows_for_docs(ctx, cat, m, Table::ToolCalls, &CALL_COLUMNS, source, &want)?;

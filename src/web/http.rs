@@ -71,6 +71,54 @@ pub struct HttpResponse {
     pub headers: Vec<(String, String)>,
     /// The body.
     pub body: Vec<u8>,
+    /// A body produced while it is sent (chunked transfer coding) instead
+    /// of `body`.
+    pub stream: Option<BodyStream>,
+}
+
+impl HttpResponse {
+    /// A response with a complete body.
+    pub fn new(status: u16, headers: Vec<(String, String)>, body: Vec<u8>) -> Self {
+        HttpResponse {
+            status,
+            headers,
+            body,
+            stream: None,
+        }
+    }
+}
+
+/// Writes a streamed body. Each write is sent to the client at once as one
+/// chunk; an error returned ends the connection without the final chunk, so
+/// the client sees an incomplete response.
+pub struct BodyStream(pub Box<dyn FnOnce(&mut dyn Write) -> std::io::Result<()> + Send>);
+
+impl std::fmt::Debug for BodyStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BodyStream")
+    }
+}
+
+/// Chunked transfer coding over the connection.
+struct Chunked<'a>(&'a TcpStream);
+
+impl Write for Chunked<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let mut frame = format!("{:x}\r\n", buf.len()).into_bytes();
+        frame.extend_from_slice(buf);
+        frame.extend_from_slice(b"\r\n");
+        let mut s = self.0;
+        s.write_all(&frame)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let mut s = self.0;
+        s.flush()
+    }
 }
 
 /// Why a request could not be read; answered by the handler's error shape.
@@ -171,8 +219,8 @@ impl HttpServer {
                     };
                     if o.load(Ordering::SeqCst) >= limits.max_connections {
                         let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-                        let r = handler.refuse(Refusal::Busy, peer);
-                        let _ = write_response(&stream, &r, false, false);
+                        let mut r = handler.refuse(Refusal::Busy, peer);
+                        let _ = write_response(&stream, &mut r, false, false);
                         continue;
                     }
                     o.fetch_add(1, Ordering::SeqCst);
@@ -261,8 +309,8 @@ fn connection(
         let head = match read_head(&mut reader, &stream, &limits) {
             Ok(h) => h,
             Err(why) => {
-                let r = handler.refuse(why, peer);
-                let _ = write_response(&stream, &r, false, false);
+                let mut r = handler.refuse(why, peer);
+                let _ = write_response(&stream, &mut r, false, false);
                 drain(&mut reader, &stream);
                 return;
             }
@@ -287,8 +335,8 @@ fn connection(
         };
         let head_only = method == "HEAD";
         let refuse = |why: Refusal, reader: &mut BufReader<TcpStream>| {
-            let r = handler.refuse(why, peer);
-            let _ = write_response(&stream, &r, head_only, false);
+            let mut r = handler.refuse(why, peer);
+            let _ = write_response(&stream, &mut r, head_only, false);
             drain(reader, &stream);
         };
         if te {
@@ -341,11 +389,11 @@ fn connection(
         };
         permits.acquire();
         busy.fetch_add(1, Ordering::SeqCst);
-        let resp = handler.handle(req);
+        let mut resp = handler.handle(req);
         busy.fetch_sub(1, Ordering::SeqCst);
         permits.release();
         let keep = keep_alive && !stop.load(Ordering::SeqCst);
-        if write_response(&stream, &resp, head_only, keep).is_err() || !keep {
+        if write_response(&stream, &mut resp, head_only, keep).is_err() || !keep {
             return;
         }
     }
@@ -510,21 +558,29 @@ fn reason(status: u16) -> &'static str {
         413 => "Content Too Large",
         414 => "URI Too Long",
         421 => "Misdirected Request",
+        429 => "Too Many Requests",
+        502 => "Bad Gateway",
         422 => "Unprocessable Content",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
         503 => "Service Unavailable",
         504 => "Gateway Timeout",
-        _ => "Status",
+        other => http::StatusCode::from_u16(other)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("Status"),
     }
 }
 
 fn write_response(
     mut stream: &TcpStream,
-    r: &HttpResponse,
+    r: &mut HttpResponse,
     head_only: bool,
     keep: bool,
 ) -> std::io::Result<()> {
+    if let Some(body) = r.stream.take() {
+        return write_streamed(stream, r, body, keep);
+    }
     let mut head = format!("HTTP/1.1 {} {}\r\n", r.status, reason(r.status));
     for (k, v) in &r.headers {
         if v.bytes().any(|c| c == b'\r' || c == b'\n') {
@@ -551,6 +607,42 @@ fn write_response(
         stream.write_all(head.as_bytes())?;
         stream.write_all(&r.body)?;
     }
+    stream.flush()?;
+    if !keep {
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+    }
+    Ok(())
+}
+
+fn write_streamed(
+    mut stream: &TcpStream,
+    r: &HttpResponse,
+    body: BodyStream,
+    keep: bool,
+) -> std::io::Result<()> {
+    let mut head = format!("HTTP/1.1 {} {}\r\n", r.status, reason(r.status));
+    for (k, v) in &r.headers {
+        if v.bytes().any(|c| c == b'\r' || c == b'\n') {
+            continue;
+        }
+        head.push_str(k);
+        head.push_str(": ");
+        head.push_str(v);
+        head.push_str("\r\n");
+    }
+    head.push_str(&format!(
+        "Transfer-Encoding: chunked\r\nDate: {}\r\nConnection: {}\r\n\r\n",
+        chrono::Utc::now().format("%a, %d %b %Y %H:%M:%S GMT"),
+        if keep { "keep-alive" } else { "close" }
+    ));
+    stream.write_all(head.as_bytes())?;
+    stream.flush()?;
+    let done = (body.0)(&mut Chunked(stream));
+    if let Err(e) = done {
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+        return Err(e);
+    }
+    stream.write_all(b"0\r\n\r\n")?;
     stream.flush()?;
     if !keep {
         let _ = stream.shutdown(std::net::Shutdown::Write);

@@ -29,6 +29,8 @@ pub struct ServeOptions {
     pub open: bool,
     /// No progress lines (the access log still prints).
     pub quiet: bool,
+    /// Also run the Gateway.
+    pub gateway: Option<GatewayPlan>,
 }
 
 /// One pinned view of every mounted Dataset.
@@ -149,29 +151,83 @@ fn is_loopback(ip: IpAddr) -> bool {
     ip.to_canonical().is_loopback()
 }
 
-/// Run the server until SIGINT or SIGTERM.
+/// `--gateway` and its options, as `serve` received them.
+#[derive(Debug, Clone)]
+pub struct GatewayPlan {
+    /// The parsed gateway.toml.
+    pub config: crate::gateway::GatewayConfig,
+    /// `--gateway-dataset`.
+    pub dataset: Option<String>,
+    /// `--gateway-state`.
+    pub state: Option<std::path::PathBuf>,
+    /// `--gateway-stream-markdown`.
+    pub stream_markdown: bool,
+    /// `--debug`.
+    pub debug: bool,
+}
+
+/// Where captured events go: the Dataset's name, its `events.lance` (path
+/// or URL) and the state directory.
+fn gateway_target(
+    config: &WarehouseConfig,
+    plan: &GatewayPlan,
+) -> Result<(String, String, std::path::PathBuf), crate::gateway::GatewayError> {
+    use crate::gateway::GatewayError;
+    let name = match (&plan.dataset, &config.default_dataset) {
+        (Some(n), _) | (None, Some(n)) => n.clone(),
+        (None, None) if config.datasets.len() == 1 => config.datasets[0].name.clone(),
+        (None, None) => {
+            return Err(GatewayError::Target(format!(
+                "the Warehouse mounts {} datasets and names no default_dataset: choose the one that receives events with --gateway-dataset",
+                config.datasets.len()
+            )))
+        }
+    };
+    let d = config
+        .datasets
+        .iter()
+        .find(|d| d.name == name)
+        .ok_or_else(|| {
+            GatewayError::Target(format!(
+                "no dataset named `{}` is mounted",
+                crate::util::text::escape_control(&name)
+            ))
+        })?;
+    match &d.uri {
+        crate::catalog::DatasetUri::Local(root) => {
+            let state = plan
+                .state
+                .clone()
+                .unwrap_or_else(|| root.join(".pchronicle-gateway"));
+            Ok((
+                name,
+                root.join("events.lance").to_string_lossy().into_owned(),
+                state,
+            ))
+        }
+        crate::catalog::DatasetUri::S3(u) => {
+            let state = plan.state.clone().ok_or_else(|| {
+                GatewayError::Target(format!(
+                    "dataset `{name}` is on S3: give a local directory for the write-ahead log with --gateway-state"
+                ))
+            })?;
+            Ok((
+                name,
+                format!("s3://{}/{}events.lance", u.bucket(), u.prefix()),
+                state,
+            ))
+        }
+    }
+}
+
+/// Run the server (and the Gateway, when asked) until SIGINT or SIGTERM.
 pub fn serve(opts: &ServeOptions) -> Result<(), Error> {
-    let listen = opts
-        .listen
-        .clone()
-        .or_else(|| opts.config.listen.clone())
-        .unwrap_or_else(|| DEFAULT_LISTEN.to_string());
-    let addr = listen_addr(&listen)?;
+    let warehouse = opts.gateway.is_none() || opts.listen.is_some() || opts.config.listen.is_some();
     let info = |m: &str| {
         if !opts.quiet {
             eprintln!("{m}");
         }
     };
-    info(&format!(
-        "opening {} dataset{}…",
-        opts.config.datasets.len(),
-        if opts.config.datasets.len() == 1 {
-            ""
-        } else {
-            "s"
-        }
-    ));
-    let catalog = Arc::new(open_catalog(&opts.config, 1)?);
     let report = |verb: &str, c: &Catalog| {
         for m in c.mounts.mounts() {
             info(&format!(
@@ -182,89 +238,153 @@ pub fn serve(opts: &ServeOptions) -> Result<(), Error> {
             ));
         }
     };
-    report("dataset", &catalog);
-    let listener = std::net::TcpListener::bind(addr).map_err(|e| WebError::Bind {
-        addr: addr.to_string(),
-        reason: e.to_string(),
-    })?;
-    let local = listener.local_addr().map_err(|e| WebError::Bind {
-        addr: addr.to_string(),
-        reason: e.to_string(),
-    })?;
-    let state = Arc::new(State {
-        config: opts.config.clone(),
-        catalog: RwLock::new(catalog),
-        generation: AtomicU64::new(1),
-        docs: api::DocCache::new(256 << 20),
-        index_locks: Mutex::new(HashMap::new()),
-        started: Instant::now(),
-        request_seq: AtomicU64::new(0),
-    });
-    let url = match local {
-        SocketAddr::V4(a) => format!("http://{a}/"),
-        SocketAddr::V6(a) => format!("http://[{}]:{}/", a.ip(), a.port()),
-    };
-    // Always printed: scripts and tests read the port from it.
-    eprintln!("listening: {url}");
-    if let Some(p) = &opts.config.proxy {
+    let mut web: Option<(Arc<State>, HttpServer)> = None;
+    if warehouse {
+        let listen = opts
+            .listen
+            .clone()
+            .or_else(|| opts.config.listen.clone())
+            .unwrap_or_else(|| DEFAULT_LISTEN.to_string());
+        let addr = listen_addr(&listen)?;
         info(&format!(
-            "trusted proxy mode: identity from `{}` accepted only from {}",
-            p.principal_header,
-            p.trusted_text.join(", ")
+            "opening {} dataset{}…",
+            opts.config.datasets.len(),
+            if opts.config.datasets.len() == 1 {
+                ""
+            } else {
+                "s"
+            }
         ));
-    }
-    if opts.open {
-        open_browser(&url);
+        let catalog = Arc::new(open_catalog(&opts.config, 1)?);
+        report("dataset", &catalog);
+        let listener = std::net::TcpListener::bind(addr).map_err(|e| WebError::Bind {
+            addr: addr.to_string(),
+            reason: e.to_string(),
+        })?;
+        let local = listener.local_addr().map_err(|e| WebError::Bind {
+            addr: addr.to_string(),
+            reason: e.to_string(),
+        })?;
+        let state = Arc::new(State {
+            config: opts.config.clone(),
+            catalog: RwLock::new(catalog),
+            generation: AtomicU64::new(1),
+            docs: api::DocCache::new(256 << 20),
+            index_locks: Mutex::new(HashMap::new()),
+            started: Instant::now(),
+            request_seq: AtomicU64::new(0),
+        });
+        let url = match local {
+            SocketAddr::V4(a) => format!("http://{a}/"),
+            SocketAddr::V6(a) => format!("http://[{}]:{}/", a.ip(), a.port()),
+        };
+        // Always printed: scripts and tests read the port from it.
+        eprintln!("listening: {url}");
+        if let Some(p) = &opts.config.proxy {
+            info(&format!(
+                "trusted proxy mode: identity from `{}` accepted only from {}",
+                p.principal_header,
+                p.trusted_text.join(", ")
+            ));
+        }
+        if opts.open {
+            open_browser(&url);
+        }
+        let l = state.config.limits;
+        let server = HttpServer::start(
+            listener,
+            HttpLimits {
+                head_timeout: Duration::from_secs(10),
+                body_timeout: l.request_timeout,
+                idle_timeout: Duration::from_secs(15),
+                write_timeout: l.request_timeout,
+                max_head_bytes: (l.max_url_bytes as usize).saturating_add(32 << 10),
+                max_headers: 100,
+                max_body_bytes: l.max_body_bytes,
+                max_connections: l.max_connections,
+                workers: l.workers,
+            },
+            Arc::new(App {
+                state: Arc::clone(&state),
+            }),
+        )
+        .map_err(|e| WebError::Bind {
+            addr: addr.to_string(),
+            reason: e.to_string(),
+        })?;
+        web = Some((state, server));
     }
 
-    let l = state.config.limits;
-    let server = HttpServer::start(
-        listener,
-        HttpLimits {
-            head_timeout: Duration::from_secs(10),
-            body_timeout: l.request_timeout,
-            idle_timeout: Duration::from_secs(15),
-            write_timeout: l.request_timeout,
-            max_head_bytes: (l.max_url_bytes as usize).saturating_add(32 << 10),
-            max_headers: 100,
-            max_body_bytes: l.max_body_bytes,
-            max_connections: l.max_connections,
-            workers: l.workers,
-        },
-        Arc::new(App {
-            state: Arc::clone(&state),
-        }),
-    )
-    .map_err(|e| WebError::Bind {
-        addr: addr.to_string(),
-        reason: e.to_string(),
-    })?;
+    // Captured events become visible to the Warehouse at the next refresh
+    // after they reach events.lance.
+    let captured = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let gateway = match &opts.gateway {
+        Some(plan) => {
+            let (dataset, events_path, state_dir) = gateway_target(&opts.config, plan)?;
+            info(&format!("gateway: events go to dataset {dataset}"));
+            let flag = Arc::clone(&captured);
+            let on_flush: Option<Arc<dyn Fn() + Send + Sync>> = web.as_ref().map(|_| {
+                Arc::new(move || flag.store(true, Ordering::SeqCst)) as Arc<dyn Fn() + Send + Sync>
+            });
+            Some(crate::gateway::start(crate::gateway::GatewayOptions {
+                config: plan.config.clone(),
+                dataset,
+                events_path,
+                state_dir,
+                stream_markdown: plan.stream_markdown,
+                debug: plan.debug,
+                quiet: opts.quiet,
+                on_flush,
+            })?)
+        }
+        None => None,
+    };
 
     let signals = signal_channel();
-    let refresh = state.config.refresh;
+    let refresh = opts.config.refresh;
+    let mut last_refresh = Instant::now();
     loop {
-        let got = match refresh {
-            Some(every) => signals.recv_timeout(every),
+        let wait = match (refresh, gateway.is_some() && web.is_some()) {
+            (Some(every), true) => Some(every.min(Duration::from_secs(1))),
+            (Some(every), false) => Some(every),
+            (None, true) => Some(Duration::from_secs(1)),
+            (None, false) => None,
+        };
+        let got = match wait {
+            Some(w) => signals.recv_timeout(w),
             None => signals
                 .recv()
                 .map_err(|_| std::sync::mpsc::RecvTimeoutError::Disconnected),
         };
-        match got {
-            Ok(Signal::Refresh) | Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                match state.refresh() {
-                    Ok(c) => report("refreshed dataset", &c),
-                    Err(e) => eprintln!(
-                        "warning[{}]: catalog refresh failed; still serving the previous snapshot: {}",
-                        e.code(),
-                        redact(&state.config, &e.to_string())
-                    ),
-                }
+        let due = match got {
+            Ok(Signal::Refresh) => true,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                captured.swap(false, Ordering::SeqCst)
+                    || refresh.is_some_and(|every| last_refresh.elapsed() >= every)
             }
             Ok(Signal::Stop) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        if !due {
+            continue;
+        }
+        let Some((state, _)) = &web else { continue };
+        last_refresh = Instant::now();
+        match state.refresh() {
+            Ok(c) => report("refreshed dataset", &c),
+            Err(e) => eprintln!(
+                "warning[{}]: catalog refresh failed; still serving the previous snapshot: {}",
+                e.code(),
+                redact(&state.config, &e.to_string())
+            ),
         }
     }
     info("stopping: finishing requests in progress");
-    server.shutdown(state.config.limits.request_timeout);
+    if let Some(g) = gateway {
+        g.shutdown(Duration::from_secs(30));
+    }
+    if let Some((state, server)) = web {
+        server.shutdown(state.config.limits.request_timeout);
+    }
     info("stopped");
     Ok(())
 }
@@ -396,6 +516,7 @@ impl Handler for App {
                 ("Cache-Control".into(), "no-store".into()),
             ],
             body: b,
+            stream: None,
         }
     }
 }
@@ -517,7 +638,7 @@ fn host_name(host: &str) -> String {
 }
 
 /// True when a Host header names a loopback address or `localhost`.
-fn loopback_host(host: &str) -> bool {
+pub(crate) fn loopback_host(host: &str) -> bool {
     let h = host.trim();
     let name = if let Some(rest) = h.strip_prefix('[') {
         match rest.split_once(']') {
@@ -702,11 +823,7 @@ fn handle(mut req: HttpRequest, state: &State) -> HttpResponse {
             .iter()
             .map(|(k, v)| ((*k).to_string(), v.clone())),
     );
-    let resp = HttpResponse {
-        status,
-        headers,
-        body: reply.body,
-    };
+    let resp = HttpResponse::new(status, headers, reply.body);
     access_log(&AccessLine {
         request_id: &rid,
         peer,

@@ -102,9 +102,6 @@ pub fn run(s: &ExportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
             );
             continue;
         }
-        if src.format == crate::formats::SourceFormat::EventsLance {
-            continue;
-        }
         let mut docs: Vec<Storyline> = Vec::new();
         let r = read_source(src, opts, &mut |d| {
             let keep = s.run_id.as_ref().is_none_or(|r| d.run_id() == r)

@@ -30,13 +30,25 @@ pub fn run(settings: &Settings, out: &mut Out) -> Result<ExitStatus, Error> {
             config,
             listen,
             open,
+            gateway,
         } => {
             let config = crate::web::WarehouseConfig::load(config)?;
+            let gateway = match gateway {
+                Some(g) => Some(crate::web::server::GatewayPlan {
+                    config: crate::gateway::GatewayConfig::load(&g.config)?,
+                    dataset: g.dataset.clone(),
+                    state: g.state.clone(),
+                    stream_markdown: g.stream_markdown,
+                    debug: g.debug,
+                }),
+                None => None,
+            };
             crate::web::serve(&crate::web::ServeOptions {
                 config,
                 listen: listen.clone(),
                 open: *open,
                 quiet: out.quiet(),
+                gateway,
             })?;
             Ok(ExitStatus::Success)
         }

@@ -194,11 +194,9 @@ pub fn run(
 fn report(s: &Source, opts: DecodeOptions) -> Result<Report<'_>, CatalogError> {
     // Sources that failed sniffing are decoded again when their format is
     // known, for a precise error position.
-    let unread = (s.status == SourceStatus::Error
-        && s.format == crate::formats::SourceFormat::Unknown)
-        || s.format == crate::formats::SourceFormat::EventsLance;
+    let unread =
+        s.status == SourceStatus::Error && s.format == crate::formats::SourceFormat::Unknown;
     if unread {
-        // Events stores are pinned and listed; their rows are counted by the events reader.
         return Ok(Report {
             source: s,
             status: s.status,

@@ -1,0 +1,199 @@
+//! The canonical events store (`events.lance`): one Lance table, one row per
+//! captured event (RFC-0002 `EventRow`: indexed envelope columns plus the
+//! complete record as `payload_json`). Appends add a Lance version; readers
+//! open the version discovery pinned.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use serde_json::Value;
+
+use super::lance_io::{self, runtime, ChannelReader};
+use super::StoreError;
+
+/// Envelope columns stored beside `payload_json`, in table order.
+const TEXT_COLUMNS: &[&str] = &[
+    "event_id",
+    "run_id",
+    "session_id",
+    "agent_id",
+    "call_id",
+    "trace_id",
+    "parent_call_id",
+    "kind",
+    "source",
+    "producer",
+    "model",
+];
+
+/// The physical schema of `events.lance`.
+pub fn events_table_schema() -> SchemaRef {
+    let mut fields = vec![
+        Field::new("seq", DataType::Int64, false),
+        Field::new("timestamp_unix_ms", DataType::Int64, false),
+    ];
+    for c in TEXT_COLUMNS {
+        let nullable = !matches!(*c, "kind" | "source");
+        fields.push(Field::new(*c, DataType::Utf8, nullable));
+    }
+    fields.push(Field::new("payload_json", DataType::Utf8, false));
+    Arc::new(Schema::new(fields))
+}
+
+/// One stored event: the envelope columns and the full record.
+#[derive(Debug, Clone)]
+pub struct EventRow {
+    /// Producer sequence number.
+    pub seq: i64,
+    /// Observation time.
+    pub timestamp_unix_ms: i64,
+    /// `event_id` (absent in rows written by older producers).
+    pub event_id: Option<String>,
+    /// The complete event record.
+    pub record: Value,
+}
+
+/// The record's string field `key`, when present.
+fn text(v: &Value, key: &str) -> Option<String> {
+    match v.get(key) {
+        Some(Value::String(s)) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// The batch holding `events` (full `EventRecord` objects).
+pub fn events_batch(events: &[Value]) -> Result<RecordBatch, StoreError> {
+    let schema = events_table_schema();
+    let mut cols: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+    cols.push(Arc::new(Int64Array::from_iter_values(
+        events
+            .iter()
+            .map(|e| e.get("seq").and_then(Value::as_i64).unwrap_or(0)),
+    )));
+    cols.push(Arc::new(Int64Array::from_iter_values(events.iter().map(
+        |e| {
+            e.get("timestamp_unix_ms")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+        },
+    ))));
+    for c in TEXT_COLUMNS {
+        let values: Vec<Option<String>> = events
+            .iter()
+            .map(|e| {
+                let v = if *c == "model" {
+                    e.get("payload").and_then(|p| text(p, "model"))
+                } else {
+                    text(e, c)
+                };
+                match (*c, v) {
+                    ("kind" | "source", None) => Some(String::new()),
+                    (_, v) => v,
+                }
+            })
+            .collect();
+        cols.push(Arc::new(StringArray::from(values)));
+    }
+    let payloads: Vec<String> = events
+        .iter()
+        .map(|e| serde_json::to_string(e).unwrap_or_else(|_| "{}".into()))
+        .collect();
+    cols.push(Arc::new(StringArray::from(payloads)));
+    RecordBatch::try_new(schema, cols).map_err(|e| StoreError::Internal(e.to_string()))
+}
+
+/// Append `events` to the events table at `path` (a local directory or an
+/// `s3://` URL), creating it when absent. Returns the new table version.
+pub fn append(path: &str, events: &[Value], exists: bool) -> Result<u64, StoreError> {
+    let batch = events_batch(events)?;
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let reader = ChannelReader {
+        schema: events_table_schema(),
+        rx,
+    };
+    let _ = tx.send(batch);
+    drop(tx);
+    let path = path.to_string();
+    runtime().block_on(async move { lance_io::append_table(&path, reader, exists).await })
+}
+
+/// Read every row of `path@version`, in storage order.
+pub fn read_all(path: &str, version: u64) -> Result<Vec<EventRow>, StoreError> {
+    let columns = ["seq", "timestamp_unix_ms", "event_id", "payload_json"];
+    let p = path.to_string();
+    let batches = runtime().block_on(async move { lance_io::scan(&p, version, &columns, None).await })?;
+    let mut out = Vec::new();
+    for b in batches {
+        let col = |i: usize| b.column(i);
+        let seq = col(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(|| StoreError::Corrupt("events: `seq` is not Int64".into()))?;
+        let ts = col(1)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(|| StoreError::Corrupt("events: `timestamp_unix_ms` is not Int64".into()))?;
+        let id = col(2)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| StoreError::Corrupt("events: `event_id` is not Utf8".into()))?;
+        let payload = col(3)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| StoreError::Corrupt("events: `payload_json` is not Utf8".into()))?;
+        for i in 0..b.num_rows() {
+            let record: Value = serde_json::from_str(payload.value(i)).map_err(|e| {
+                StoreError::Corrupt(format!("events: payload_json of seq {}: {e}", seq.value(i)))
+            })?;
+            out.push(EventRow {
+                seq: seq.value(i),
+                timestamp_unix_ms: ts.value(i),
+                event_id: (!id.is_null(i)).then(|| id.value(i).to_string()),
+                record,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The newest version of the table at `path`, if it exists.
+pub fn latest_version(path: &str) -> Result<Option<u64>, StoreError> {
+    let p = path.to_string();
+    runtime().block_on(async move { lance_io::latest_version(&p).await })
+}
+
+/// Rows deduplicated by `event_id` (first copy kept, storage order), each
+/// with how many further copies were appended (at-least-once capture can
+/// store an event twice after a crash).
+pub fn dedupe(rows: Vec<EventRow>) -> Vec<(EventRow, i64)> {
+    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut out: Vec<(EventRow, i64)> = Vec::with_capacity(rows.len());
+    for r in rows {
+        if let Some(id) = &r.event_id {
+            if let Some(&i) = index.get(id) {
+                out[i].1 += 1;
+                continue;
+            }
+            index.insert(id.clone(), out.len());
+        }
+        out.push((r, 0));
+    }
+    out
+}
+
+/// The largest `seq` stored at `path@version`.
+pub fn max_seq(path: &str, version: u64) -> Result<Option<i64>, StoreError> {
+    let p = path.to_string();
+    let batches =
+        runtime().block_on(async move { lance_io::scan(&p, version, &["seq"], None).await })?;
+    let mut best: Option<i64> = None;
+    for b in batches {
+        if let Some(a) = b.column(0).as_any().downcast_ref::<Int64Array>() {
+            for v in a.iter().flatten() {
+                best = Some(best.map_or(v, |x: i64| x.max(v)));
+            }
+        }
+    }
+    Ok(best)
+}
