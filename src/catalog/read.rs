@@ -43,6 +43,28 @@ pub struct SourceRead {
     pub diagnostics: Vec<Diagnostic>,
     /// Ids generated Source-locally.
     pub generated_ids: u64,
+    /// For an events store: what it holds and how fresh it is.
+    pub events: Option<EventsSummary>,
+}
+
+/// Contents and freshness of an events store.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct EventsSummary {
+    /// Rows stored (duplicates included).
+    pub stored_rows: u64,
+    /// Distinct events.
+    pub events: u64,
+    /// Rows that repeat an earlier event id.
+    pub duplicates: u64,
+    /// Distinct sessions.
+    pub sessions: u64,
+    /// Time of the newest event (RFC 3339).
+    pub newest_event_at: Option<String>,
+    /// Seconds from the newest event to now.
+    pub lag_seconds: Option<f64>,
+    /// Events a Gateway has made durable in its write-ahead log (in the
+    /// default state directory beside the store) but not yet appended.
+    pub wal_pending_events: Option<u64>,
 }
 
 /// Why a read did not complete.
@@ -234,6 +256,7 @@ impl Tally {
             counts: self.counts,
             diagnostics: self.ctx.diagnostics,
             generated_ids: self.ctx.generated_ids,
+            events: None,
         }
     }
 }
@@ -336,6 +359,7 @@ fn read_store(src: &Source, sink: &mut dyn FnMut(&Storyline)) -> Result<SourceRe
         counts,
         diagnostics: Vec::new(),
         generated_ids: 0,
+        events: None,
     })
 }
 
@@ -368,6 +392,32 @@ pub fn events_rows(src: &Source) -> Result<Vec<(crate::store::events::EventRow, 
 /// sessions (see `formats::events`).
 fn read_events(src: &Source, sink: &mut dyn FnMut(&Storyline)) -> Result<SourceRead, ReadFailure> {
     let rows = events_rows(src)?;
+    let duplicates: i64 = rows.iter().map(|(_, d)| *d).sum();
+    let newest = rows.iter().map(|(r, _)| r.timestamp_unix_ms).max();
+    let sessions: HashSet<&str> = rows
+        .iter()
+        .map(|(r, _)| {
+            r.record
+                .get("session_id")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("")
+        })
+        .collect();
+    let summary = EventsSummary {
+        stored_rows: rows.len() as u64 + duplicates as u64,
+        events: rows.len() as u64,
+        duplicates: duplicates as u64,
+        sessions: sessions.len() as u64,
+        newest_event_at: newest.and_then(chrono::DateTime::from_timestamp_millis).map(|t| {
+            t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        }),
+        lag_seconds: newest
+            .map(|n| ((chrono::Utc::now().timestamp_millis() - n).max(0)) as f64 / 1000.0),
+        wal_pending_events: src
+            .abs_path
+            .parent()
+            .and_then(|p| crate::gateway::sink::wal_pending(&p.join(".pchronicle-gateway"))),
+    };
     let refs: Vec<(&serde_json::Value, i64)> = rows.iter().map(|(r, d)| (&r.record, *d)).collect();
     let docs = formats::events::project(&refs, &src.source_path);
     let mut counts = SourceCounts::default();
@@ -384,5 +434,6 @@ fn read_events(src: &Source, sink: &mut dyn FnMut(&Storyline)) -> Result<SourceR
         counts,
         diagnostics: Vec::new(),
         generated_ids: 0,
+        events: Some(summary),
     })
 }

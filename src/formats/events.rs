@@ -769,10 +769,7 @@ fn project_session(sid: &str, events: &[(&Value, i64)], ctx: &mut DecodeCtx) -> 
             .and_then(Value::as_f64)
             .map(|v| v as i64);
         turn.metrics = reply.usage.clone();
-        turn.env = Some(super::model::Env {
-            request_id: Some(cid.clone()),
-            ..Default::default()
-        });
+        turn.extra = Some(json!({ "call_id": cid }));
         if let Some(Value::Array(tcs)) = mo.get("tool_calls") {
             let c = convert_calls(tcs, id, ctx, &format!("call {cid}"));
             for call in &c {

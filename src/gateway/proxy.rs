@@ -168,6 +168,13 @@ pub fn start(opts: GatewayOptions) -> Result<GatewayHandle, GatewayError> {
     let checkpoint = Checkpoint::load(&opts.state_dir)?;
     let fresh = checkpoint.is_none();
     let mut checkpoint = checkpoint.unwrap_or_default();
+    if checkpoint.position.segment == 0 {
+        // A fresh state: the log starts at the beginning of segment 1.
+        checkpoint.position = super::wal::Position {
+            segment: 1,
+            offset: 0,
+        };
+    }
     let (wal, replay) = Wal::open(&opts.state_dir.join("wal"), checkpoint.position)?;
     let store_version = crate::store::events::latest_version(&opts.events_path)
         .map_err(|e| GatewayError::Sink(e.to_string()))?;

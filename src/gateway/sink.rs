@@ -393,3 +393,14 @@ impl Sink {
         Ok(total)
     }
 }
+
+/// Events durable in the write-ahead log under `state_dir` but not yet in
+/// events.lance (read only; `None` when there is no Gateway state there).
+pub fn wal_pending(state_dir: &Path) -> Option<u64> {
+    let wal = state_dir.join("wal");
+    if !wal.is_dir() {
+        return None;
+    }
+    let from = Checkpoint::load(state_dir).ok()?.map_or(Position::default(), |c| c.position);
+    super::wal::count_after(&wal, from).ok()
+}

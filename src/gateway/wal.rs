@@ -106,6 +106,16 @@ fn read_segment(path: &Path, offset: u64, end: Option<u64>) -> std::io::Result<V
     Ok(out)
 }
 
+/// Count the valid records after `from` without changing anything.
+pub fn count_after(dir: &Path, from: Position) -> std::io::Result<u64> {
+    let mut n = 0u64;
+    for seg in segments(dir)?.into_iter().filter(|&s| s >= from.segment) {
+        let start = if seg == from.segment { from.offset } else { 0 };
+        n += read_segment(&segment_path(dir, seg), start, None)?.len() as u64;
+    }
+    Ok(n)
+}
+
 /// The log.
 pub struct Wal {
     dir: PathBuf,

@@ -89,7 +89,9 @@ fn serve(stream: TcpStream, seen: &Mutex<Value>) {
         }
         if method == "GET" && path == "/_seen" {
             let b = seen.lock().unwrap().to_string();
-            if write_whole(&mut out, 200, "application/json", b.as_bytes()).is_err() {
+            if write_whole(&mut out, 200, "application/json", b.as_bytes()).is_err()
+                || header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"))
+            {
                 return;
             }
             continue;
@@ -113,7 +115,8 @@ fn serve(stream: TcpStream, seen: &Mutex<Value>) {
             "fail-500" => write_whole(&mut out, 500, "text/plain", b"upstream broke"),
             _ => answer(&mut out, &path, &req),
         };
-        if ok.is_err() {
+        let close = header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        if ok.is_err() || close {
             return;
         }
     }

@@ -123,6 +123,9 @@ pub fn run(
                 };
                 v["generated_ids"] = json!(r.read.generated_ids);
                 v["diagnostics"] = json!(r.read.diagnostics);
+                if let Some(e) = &r.read.events {
+                    v["events"] = json!(e);
+                }
                 v
             })
             .collect();
@@ -187,6 +190,22 @@ pub fn run(
             totals.tool_calls
         ));
         out.write_table(&t)?;
+        for r in &reports {
+            if let Some(e) = &r.read.events {
+                out.info(&format!(
+                    "{}: {} events ({} duplicate rows), {} sessions, newest {}{}",
+                    r.source.source_path,
+                    e.events,
+                    e.duplicates,
+                    e.sessions,
+                    e.newest_event_at.as_deref().unwrap_or("—"),
+                    match e.wal_pending_events {
+                        Some(n) => format!(", {n} captured events not yet appended (gateway WAL)"),
+                        None => String::new(),
+                    }
+                ));
+            }
+        }
     }
     Ok(ExitStatus::Success)
 }
