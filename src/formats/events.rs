@@ -693,6 +693,7 @@ fn project_session(sid: &str, events: &[(&Value, i64)], ctx: &mut DecodeCtx) -> 
     let mut prev_replied = false;
     let mut failed = 0i64;
     let mut answered = 0i64;
+    let mut unrecorded = 0i64;
     for (cid, call) in &calls {
         let Some(req) = call.request else { continue };
         let payload = req.get("payload").unwrap_or(&Value::Null);
@@ -741,8 +742,14 @@ fn project_session(sid: &str, events: &[(&Value, i64)], ctx: &mut DecodeCtx) -> 
             .or_else(|| http_field(rp, "response_body", "body"))
             .unwrap_or(&Value::Null);
         let reply = response_reply(protocol, rbody);
-        let Some(message) = reply.message.filter(|_| (200..300).contains(&status)) else {
+        if !(200..300).contains(&status) {
             failed += 1;
+            continue;
+        }
+        let Some(message) = reply.message else {
+            // Answered, but the body was not kept (summary capture).
+            unrecorded += 1;
+            prev_replied = true;
             continue;
         };
         answered += 1;
@@ -790,6 +797,7 @@ fn project_session(sid: &str, events: &[(&Value, i64)], ctx: &mut DecodeCtx) -> 
             "calls": calls.len(),
             "answered_calls": answered,
             "failed_calls": failed,
+            "answers_not_captured": unrecorded,
             "duplicate_events": duplicates,
         }
     }));

@@ -181,8 +181,10 @@ pub struct GatewayConfig {
     pub max_connections: usize,
     /// How often captured events move from the WAL into `events.lance`.
     pub flush_interval: Duration,
-    /// Upstream hosts allowed.
+    /// Upstream hosts allowed, as written.
     pub allow_hosts: Vec<String>,
+    /// The same, parsed.
+    pub allow: Allowlist,
     /// Whether plain-HTTP upstreams are allowed.
     pub allow_http: bool,
     /// Routes, in order (the first match wins).
@@ -310,6 +312,30 @@ impl GatewayConfig {
                 forward: r.forward.filter(|f| !f.is_empty()),
             });
         }
+        let in_range = |key: &str, v: Option<u64>, lo: u64, hi: u64, default: u64| {
+            let v = v.unwrap_or(default);
+            if (lo..=hi).contains(&v) {
+                Ok(v)
+            } else {
+                Err(bad(format!("{key} must be between {lo} and {hi}")))
+            }
+        };
+        let max_body_bytes = in_range("max_body_bytes", file.max_body_bytes, 1024, 1 << 30, 32 << 20)?;
+        let max_capture_bytes = in_range(
+            "max_capture_bytes",
+            file.max_capture_bytes,
+            1024,
+            super::wal::MAX_RECORD_BYTES as u64 / 2,
+            16 << 20,
+        )?;
+        let max_connections = in_range(
+            "max_connections",
+            file.max_connections.map(|v| v as u64),
+            1,
+            65_536,
+            512,
+        )? as usize;
+        let flush_ms = in_range("flush_interval_ms", file.flush_interval_ms, 10, 60_000, 500)?;
         let secs = file.upstream_timeout_seconds.unwrap_or(300.0);
         if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
             return Err(bad("upstream_timeout_seconds must be in (0, 86400]".into()));
@@ -321,12 +347,13 @@ impl GatewayConfig {
             agent_id,
             session_header,
             capture_level,
-            max_body_bytes: file.max_body_bytes.unwrap_or(32 << 20),
-            max_capture_bytes: file.max_capture_bytes.unwrap_or(16 << 20),
+            max_body_bytes,
+            max_capture_bytes,
             upstream_timeout: Duration::from_secs_f64(secs),
-            max_connections: file.max_connections.unwrap_or(512).clamp(1, 65_536),
-            flush_interval: Duration::from_millis(file.flush_interval_ms.unwrap_or(500).clamp(10, 60_000)),
+            max_connections,
+            flush_interval: Duration::from_millis(flush_ms),
             allow_hosts: file.network.allow_hosts,
+            allow,
             allow_http: file.network.allow_http,
             routes,
         })
@@ -346,6 +373,59 @@ impl GatewayConfig {
             .filter_map(|r| r.api_key.as_deref())
             .filter(|k| k.len() >= 4)
             .collect()
+    }
+}
+
+/// Resolves upstream host names for the HTTP client and keeps only the
+/// addresses the network policy allows: never a cloud metadata or
+/// link-local address; a loopback, private or otherwise non-public address
+/// only when `allow_hosts` lists it (or a CIDR holding it), or for
+/// `localhost`. A name that resolves to nothing allowed fails to connect.
+pub struct PolicyResolver {
+    /// The parsed `allow_hosts`.
+    pub allow: Allowlist,
+}
+
+impl PolicyResolver {
+    /// The allowed subset of `addrs` for `host`.
+    pub fn filter(&self, host: &str, addrs: Vec<std::net::IpAddr>) -> Vec<std::net::IpAddr> {
+        addrs
+            .into_iter()
+            .filter(|ip| match classify(canonical_ip(*ip)) {
+                AddressClass::Metadata | AddressClass::LinkLocal => false,
+                AddressClass::Public => true,
+                AddressClass::Loopback if host.eq_ignore_ascii_case("localhost") => true,
+                _ => self.allow.allows_ip(*ip),
+            })
+            .collect()
+    }
+}
+
+impl reqwest::dns::Resolve for PolicyResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let host = name.as_str().to_string();
+        let me = PolicyResolver {
+            allow: self.allow.clone(),
+        };
+        Box::pin(async move {
+            let h = host.clone();
+            let found = tokio::task::spawn_blocking(move || {
+                crate::s3::policy::system_resolver(&h, 0)
+            })
+            .await
+            .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?
+            .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
+            let ok = me.filter(&host, found);
+            if ok.is_empty() {
+                return Err(format!(
+                    "`{host}` resolves to no address the network policy allows (metadata, link-local, or a private address not in allow_hosts)"
+                )
+                .into());
+            }
+            let addrs: reqwest::dns::Addrs =
+                Box::new(ok.into_iter().map(|ip| std::net::SocketAddr::new(ip, 0)));
+            Ok(addrs)
+        })
     }
 }
 
@@ -446,6 +526,20 @@ upstream = "https://api.example.com"
     }
 
     #[test]
+    fn resolved_addresses_follow_the_policy() {
+        let r = PolicyResolver {
+            allow: Allowlist::parse_entries(["api.example.com", "10.0.0.0/8"]).unwrap(),
+        };
+        let ips = |v: &[&str]| -> Vec<std::net::IpAddr> { v.iter().map(|s| s.parse().unwrap()).collect() };
+        assert_eq!(
+            r.filter("api.example.com", ips(&["169.254.169.254", "127.0.0.1", "10.1.2.3", "8.8.8.8", "192.168.1.1"])),
+            ips(&["10.1.2.3", "8.8.8.8"])
+        );
+        assert_eq!(r.filter("localhost", ips(&["127.0.0.1", "::1"])), ips(&["127.0.0.1", "::1"]));
+        assert!(r.filter("api.example.com", ips(&["fd00:ec2::254"])).is_empty());
+    }
+
+    #[test]
     fn policy_and_fields_are_enforced() {
         let e = parse(&OK.replace("\"127.0.0.1\", ", "")).unwrap_err();
         assert_eq!(e.code(), "PC-GW-003");
@@ -455,6 +549,10 @@ upstream = "https://api.example.com"
         assert_eq!(e.code(), "PC-GW-002");
         let e = parse(&OK.replace("api_key_env = \"KEY\"", "api_key_env = \"NOPE\"")).unwrap_err();
         assert_eq!(e.code(), "PC-GW-004");
+        let e = parse(&OK.replace("admin_listen", "max_body_bytes = 0\nadmin_listen")).unwrap_err();
+        assert_eq!(e.code(), "PC-GW-001");
+        let e = parse(&OK.replace("admin_listen", "flush_interval_ms = 1\nadmin_listen")).unwrap_err();
+        assert_eq!(e.code(), "PC-GW-001");
         let e = parse(&format!("{OK}\nsurprise = 1\n")).unwrap_err();
         assert_eq!(e.code(), "PC-GW-001");
         let e = parse(&OK.replace("http://127.0.0.1:9/", "http://user:pw@127.0.0.1:9/")).unwrap_err();

@@ -90,6 +90,7 @@ pub struct GatewayHandle {
     sink: Arc<Sink>,
     sink_thread: Option<std::thread::JoinHandle<()>>,
     wal: Arc<Wal>,
+    core: Arc<Core>,
     _lock: std::fs::File,
     /// The proxy's address.
     pub proxy_addr: SocketAddr,
@@ -101,7 +102,12 @@ impl GatewayHandle {
     /// Stop accepting, wait up to `grace` for exchanges in progress, append
     /// what the WAL holds to events.lance and stop.
     pub fn shutdown(mut self, grace: Duration) {
+        let t = Instant::now();
         self.proxy.shutdown(grace);
+        // Streams are still being relayed after their handler returned.
+        while self.core.stats.in_flight.load(Ordering::SeqCst) > 0 && t.elapsed() < grace {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         if let Some(a) = self.admin.take() {
             a.shutdown(Duration::from_secs(1));
         }
@@ -194,6 +200,8 @@ pub fn start(opts: GatewayOptions) -> Result<GatewayHandle, GatewayError> {
             next_seq = next_seq.max(s + 1);
         }
     }
+    // Calls the previous run did not answer will never be answered.
+    live.close_open_calls();
     let replayed = replay.len() as u64;
     drop(replay);
     let sink = Sink::new(
@@ -207,6 +215,9 @@ pub fn start(opts: GatewayOptions) -> Result<GatewayHandle, GatewayError> {
         opts.quiet,
     );
     let client = reqwest::Client::builder()
+        .dns_resolver(Arc::new(super::config::PolicyResolver {
+            allow: cfg.allow.clone(),
+        }))
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(cfg.upstream_timeout.min(Duration::from_secs(30)))
@@ -322,6 +333,7 @@ pub fn start(opts: GatewayOptions) -> Result<GatewayHandle, GatewayError> {
         sink,
         sink_thread: Some(sink_thread),
         wal,
+        core,
         _lock: lock,
         proxy_addr,
         admin_addr,
@@ -709,7 +721,7 @@ fn exchange(core: &Arc<Core>, req: HttpRequest) -> Result<HttpResponse, GatewayE
     let mut payload = json!({
         "http": http,
         "connection": {
-            "http_version": "HTTP/1.1",
+            "http_version": req.version,
             "persistent": persistent,
             "connection_header": conn_header,
             "keep_alive": req.header("keep-alive"),
@@ -1013,7 +1025,9 @@ fn relay_stream(
                     ttft = Some(ctx.started.elapsed());
                 }
                 total += c.len() as u64;
-                if wire.len() + c.len() <= cap {
+                // Past the capture bound nothing more is kept, so the stored
+                // wire is a prefix of what was sent, never one with holes.
+                if !wire_cut && wire.len() + c.len() <= cap {
                     wire.extend_from_slice(&c);
                 } else {
                     wire_cut = true;
@@ -1137,7 +1151,14 @@ fn markdown_writer(dir: &std::path::Path, rx: &std::sync::mpsc::Receiver<Value>)
             .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
             .take(128)
             .collect();
-        let path = dir.join(format!("{safe}.md"));
+        // Names that had to be changed get a hash of the original, so two
+        // session ids never share a file.
+        let name = if safe == sid {
+            safe
+        } else {
+            format!("{safe}-{}", &blake3::hash(sid.as_bytes()).to_hex()[..12])
+        };
+        let path = dir.join(format!("{name}.md"));
         let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&path) else {
             continue;
         };
@@ -1249,7 +1270,7 @@ fn admin(core: &Core, req: &HttpRequest) -> Result<Value, GatewayError> {
             let in_flight: u64 = live
                 .sessions
                 .values()
-                .map(|s| s.calls.saturating_sub(s.responses))
+                .map(SessionIndex::in_flight)
                 .sum();
             let sessions = live.sessions.len();
             drop(live);

@@ -45,6 +45,9 @@ pub struct SessionInfo {
     pub last_status: Option<i64>,
     /// Events recorded.
     pub events: u64,
+    /// Calls left unanswered when a previous Gateway process stopped.
+    #[serde(default)]
+    pub interrupted: u64,
 }
 
 /// Sessions by id.
@@ -125,6 +128,19 @@ impl SessionIndex {
         }
     }
 
+    /// Mark every call still unanswered as interrupted (at start: the
+    /// process that forwarded them is gone).
+    pub fn close_open_calls(&mut self) {
+        for s in self.sessions.values_mut() {
+            s.interrupted = s.calls.saturating_sub(s.responses);
+        }
+    }
+
+    /// Calls of `s` still waiting for their response.
+    pub fn in_flight(s: &SessionInfo) -> u64 {
+        s.calls.saturating_sub(s.responses + s.interrupted)
+    }
+
     /// The most recently active sessions, newest first, as JSON.
     pub fn list(&self, limit: usize) -> Vec<Value> {
         let mut all: Vec<(&String, &SessionInfo)> = self.sessions.iter().collect();
@@ -134,7 +150,7 @@ impl SessionIndex {
             .map(|(id, s)| {
                 let mut v = serde_json::to_value(s).unwrap_or(Value::Null);
                 v["session_id"] = json!(id);
-                v["in_flight"] = json!(s.calls.saturating_sub(s.responses));
+                v["in_flight"] = json!(Self::in_flight(s));
                 v
             })
             .collect()

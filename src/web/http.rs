@@ -50,6 +50,8 @@ pub struct HttpRequest {
     pub body: Vec<u8>,
     /// The peer.
     pub peer: SocketAddr,
+    /// `HTTP/1.1` or `HTTP/1.0`, as sent.
+    pub version: &'static str,
 }
 
 impl HttpRequest {
@@ -99,24 +101,37 @@ impl std::fmt::Debug for BodyStream {
     }
 }
 
-/// Chunked transfer coding over the connection.
-struct Chunked<'a>(&'a TcpStream);
+/// Chunked transfer coding over the connection (or the bytes as they are,
+/// for HTTP/1.0), or a writer that fails (the head could not be sent).
+struct Chunked<'a> {
+    stream: &'a TcpStream,
+    chunked: bool,
+    failed: Option<std::io::ErrorKind>,
+}
 
 impl Write for Chunked<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Some(kind) = self.failed {
+            return Err(std::io::Error::new(kind, "the client connection failed"));
+        }
         if buf.is_empty() {
             return Ok(0);
+        }
+        if !self.chunked {
+            let mut s = self.stream;
+            s.write_all(buf)?;
+            return Ok(buf.len());
         }
         let mut frame = format!("{:x}\r\n", buf.len()).into_bytes();
         frame.extend_from_slice(buf);
         frame.extend_from_slice(b"\r\n");
-        let mut s = self.0;
+        let mut s = self.stream;
         s.write_all(&frame)?;
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        let mut s = self.0;
+        let mut s = self.stream;
         s.flush()
     }
 }
@@ -220,7 +235,7 @@ impl HttpServer {
                     if o.load(Ordering::SeqCst) >= limits.max_connections {
                         let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
                         let mut r = handler.refuse(Refusal::Busy, peer);
-                        let _ = write_response(&stream, &mut r, false, false);
+                        let _ = write_response(&stream, &mut r, false, false, true);
                         continue;
                     }
                     o.fetch_add(1, Ordering::SeqCst);
@@ -310,12 +325,12 @@ fn connection(
             Ok(h) => h,
             Err(why) => {
                 let mut r = handler.refuse(why, peer);
-                let _ = write_response(&stream, &mut r, false, false);
+                let _ = write_response(&stream, &mut r, false, false, true);
                 drain(&mut reader, &stream);
                 return;
             }
         };
-        let (method, target, keep_alive, headers) = head;
+        let (method, target, keep_alive, headers, v11) = head;
         let te = headers
             .iter()
             .any(|(k, _)| k.eq_ignore_ascii_case("transfer-encoding"));
@@ -336,7 +351,7 @@ fn connection(
         let head_only = method == "HEAD";
         let refuse = |why: Refusal, reader: &mut BufReader<TcpStream>| {
             let mut r = handler.refuse(why, peer);
-            let _ = write_response(&stream, &mut r, head_only, false);
+            let _ = write_response(&stream, &mut r, head_only, false, true);
             drain(reader, &stream);
         };
         if te {
@@ -386,6 +401,7 @@ fn connection(
             headers,
             body,
             peer,
+            version: if v11 { "HTTP/1.1" } else { "HTTP/1.0" },
         };
         permits.acquire();
         busy.fetch_add(1, Ordering::SeqCst);
@@ -393,13 +409,16 @@ fn connection(
         busy.fetch_sub(1, Ordering::SeqCst);
         permits.release();
         let keep = keep_alive && !stop.load(Ordering::SeqCst);
-        if write_response(&stream, &mut resp, head_only, keep).is_err() || !keep {
+        // HTTP/1.0 has no chunked coding: a streamed body is sent as is and
+        // the connection closed after it.
+        let keep = keep && (v11 || resp.stream.is_none());
+        if write_response(&stream, &mut resp, head_only, keep, v11).is_err() || !keep {
             return;
         }
     }
 }
 
-type Head = (String, String, bool, Vec<(String, String)>);
+type Head = (String, String, bool, Vec<(String, String)>, bool);
 
 /// Read a request head within the head timeout and size bounds.
 fn read_head(
@@ -497,7 +516,7 @@ fn read_head(
         Some(c) if c.contains("keep-alive") => true,
         _ => v11,
     };
-    Ok((method.to_string(), target.to_string(), keep_alive, headers))
+    Ok((method.to_string(), target.to_string(), keep_alive, headers, v11))
 }
 
 fn read_exact_by(
@@ -577,9 +596,10 @@ fn write_response(
     r: &mut HttpResponse,
     head_only: bool,
     keep: bool,
+    chunked: bool,
 ) -> std::io::Result<()> {
     if let Some(body) = r.stream.take() {
-        return write_streamed(stream, r, body, keep);
+        return write_streamed(stream, r, body, keep, chunked);
     }
     let mut head = format!("HTTP/1.1 {} {}\r\n", r.status, reason(r.status));
     for (k, v) in &r.headers {
@@ -619,8 +639,14 @@ fn write_streamed(
     r: &HttpResponse,
     body: BodyStream,
     keep: bool,
+    chunked: bool,
 ) -> std::io::Result<()> {
-    let mut head = format!("HTTP/1.1 {} {}\r\n", r.status, reason(r.status));
+    let mut head = format!(
+        "HTTP/1.{} {} {}\r\n",
+        u8::from(chunked),
+        r.status,
+        reason(r.status)
+    );
     for (k, v) in &r.headers {
         if v.bytes().any(|c| c == b'\r' || c == b'\n') {
             continue;
@@ -631,19 +657,33 @@ fn write_streamed(
         head.push_str("\r\n");
     }
     head.push_str(&format!(
-        "Transfer-Encoding: chunked\r\nDate: {}\r\nConnection: {}\r\n\r\n",
+        "{}Date: {}\r\nConnection: {}\r\n\r\n",
+        if chunked {
+            "Transfer-Encoding: chunked\r\n"
+        } else {
+            ""
+        },
         chrono::Utc::now().format("%a, %d %b %Y %H:%M:%S GMT"),
         if keep { "keep-alive" } else { "close" }
     ));
-    stream.write_all(head.as_bytes())?;
-    stream.flush()?;
-    let done = (body.0)(&mut Chunked(stream));
+    let sent = stream.write_all(head.as_bytes()).and_then(|()| stream.flush());
+    // The body writer runs even when the head failed, so that it can
+    // finish its own work (it sees the failure on its first write).
+    let mut w = Chunked {
+        stream,
+        chunked,
+        failed: sent.as_ref().err().map(std::io::Error::kind),
+    };
+    let done = (body.0)(&mut w);
+    sent?;
     if let Err(e) = done {
         let _ = stream.shutdown(std::net::Shutdown::Both);
         return Err(e);
     }
-    stream.write_all(b"0\r\n\r\n")?;
-    stream.flush()?;
+    if chunked {
+        stream.write_all(b"0\r\n\r\n")?;
+        stream.flush()?;
+    }
     if !keep {
         let _ = stream.shutdown(std::net::Shutdown::Write);
     }

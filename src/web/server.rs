@@ -195,6 +195,12 @@ fn gateway_target(
         })?;
     match &d.uri {
         crate::catalog::DatasetUri::Local(root) => {
+            if !root.is_dir() {
+                return Err(GatewayError::Target(format!(
+                    "dataset `{name}` is not a directory: create it first ({})",
+                    root.display()
+                )));
+            }
             let state = plan
                 .state
                 .clone()

@@ -411,3 +411,51 @@ fn the_warehouse_shows_captured_traffic_and_markdown_is_kept() {
     let sources = query(s.path(), &s.ds(), "SELECT source_path FROM dataset.sources");
     assert_eq!(sources, [json!({"source_path": "events.lance"})]);
 }
+
+#[test]
+fn summary_capture_keeps_no_bodies() {
+    let up = Upstream::start(0);
+    let s = Setup::new();
+    let wh = s.warehouse("");
+    let gw_cfg = s.gateway(&up, "capture_level = \"summary\"");
+    let gw = Gateway::start(
+        s.path(),
+        &["--config", wh.to_str().unwrap(), "--gateway", gw_cfg.to_str().unwrap()],
+    );
+    for stream in [false, true] {
+        let r = gw.post(
+            "/v1/chat/completions",
+            &[("x-pchronicle-session-id", "quiet")],
+            &json!({"model": "m", "stream": stream,
+                "messages": [{"role": "user", "content": "private words"}]}),
+        );
+        assert_eq!(r.status, 200);
+    }
+    gw.wait_flushed();
+    let rows = query(s.path(), &s.ds(), "SELECT kind, payload_json FROM dataset.events ORDER BY seq");
+    assert_eq!(rows.len(), 4);
+    for r in &rows {
+        let text = r["payload_json"].as_str().unwrap();
+        assert!(!text.contains("private words"), "{text}");
+        let p: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(p["payload"]["degraded"], true);
+        assert_eq!(p["payload"]["capture_level"], "summary");
+        if p["kind"] != "http.request" {
+            assert_eq!(p["payload"]["usage"]["completion_tokens"], 5, "usage is kept");
+        }
+    }
+    let t = query(s.path(), &s.ds(), "SELECT step_count FROM dataset.trajectories");
+    assert_eq!(t[0]["step_count"], 0);
+    let o = crate::command(s.path())
+        .args(["export", "--format", "storyline", "--output", "-", "--from"])
+        .arg(s.ds())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let doc: Value = serde_json::from_slice(&o.stdout)
+        .or_else(|_| serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().next().unwrap()))
+        .unwrap();
+    let doc = if doc.is_array() { doc[0].clone() } else { doc };
+    assert_eq!(doc["extra"]["gateway"]["answers_not_captured"], 2, "{doc}");
+    assert_eq!(doc["extra"]["gateway"]["failed_calls"], 0);
+}

@@ -129,6 +129,7 @@ fn kill_9_loses_no_acknowledged_event_and_repeats_are_counted() {
     let gw = start(&cfg);
     let st = gw.admin("/admin/status");
     assert!(st["recovered_events"].as_u64().unwrap() > 0, "{st}");
+    assert_eq!(st["in_flight_calls"], 0, "calls cut by the crash are not in flight: {st}");
     gw.wait_flushed();
     let steps_before_stop = steps_of(&s);
     assert_eq!(gw.stop(), Some(0));
