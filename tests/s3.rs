@@ -950,3 +950,116 @@ fn a_redirect_without_location_is_reported_as_an_s3_error() {
     assert_code(&o, "PC-S3-017");
     assert!(stderr(&o).contains("PermanentRedirect"), "{}", stderr(&o));
 }
+
+// ---------------------------------------------------------- gateway target
+
+#[path = "gateway/upstream.rs"]
+mod upstream;
+
+#[test]
+fn the_gateway_appends_events_to_an_s3_dataset_that_reads_them_back() {
+    let b = bucket("gateway");
+    admin(&["bucket", &b, "unversioned"]);
+    let env = Env::moto();
+    let up = upstream::Upstream::start(0);
+    let dir = env.dir.path();
+    let uri = format!("s3://{b}/live/");
+    std::fs::write(
+        dir.join("warehouse.toml"),
+        format!("[[datasets]]\nname = \"live\"\nuri = \"{uri}\"\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("gateway.toml"),
+        format!(
+            "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nflush_interval_ms = 100\n\
+             [network]\nallow_hosts = [\"127.0.0.1\"]\nallow_http = true\n\
+             [[models]]\nname = \"*\"\nprovider = \"openai\"\nupstream = \"{}\"\n",
+            up.url()
+        ),
+    )
+    .unwrap();
+    // Without a local state directory the S3 target is refused.
+    let o = env.run(&with_allow(&[
+        "serve", "--config", "warehouse.toml", "--gateway", "gateway.toml",
+    ]));
+    assert_code(&o, "PC-GW-010");
+    let mut child = env
+        .cmd()
+        .args(with_allow(&[
+            "serve",
+            "--config",
+            "warehouse.toml",
+            "--gateway",
+            "gateway.toml",
+            "--gateway-state",
+            "state",
+        ]))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let (mut proxy, mut admin_addr) = (String::new(), String::new());
+    while proxy.is_empty() || admin_addr.is_empty() {
+        let line = lines.next().expect("gateway output").unwrap();
+        if let Some(u) = line.strip_prefix("gateway listening: http://") {
+            proxy = u.trim_end_matches('/').to_string();
+        }
+        if let Some(u) = line.strip_prefix("gateway admin: http://") {
+            admin_addr = u.trim_end_matches("/admin/status").to_string();
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    let http = |addr: &str, method: &str, path: &str, body: &str| -> String {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nx-pchronicle-session-id: s3-session\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    for text in ["first question", "second question"] {
+        let body = serde_json::json!({"model": "m", "messages": [{"role": "user", "content": text}]});
+        let r = http(&proxy, "POST", "/v1/chat/completions", &body.to_string());
+        assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    }
+    let t = std::time::Instant::now();
+    loop {
+        let r = http(&admin_addr, "GET", "/admin/status", "");
+        if r.contains("\"pending\": false") && r.contains("\"flushed_events\": 4") {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "{r}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    assert!(child.wait().unwrap().success());
+    // The WAL stays local; events.lance is in the bucket and reads back.
+    assert!(dir.join("state/wal").is_dir());
+    let ls = json(&env.run(&with_allow(&["ls", &uri, "--format", "json"])));
+    assert_eq!(ls["sources"][0]["source_path"], "events.lance");
+    assert_eq!(ls["sources"][0]["status"], "ready", "{ls}");
+    let o = env.run(&with_allow(&[
+        "query",
+        &uri,
+        "SELECT session_id, message_value FROM steps ORDER BY step_id",
+        "--format",
+        "csv",
+    ]));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("s3-session,first question"), "{text}{}", stderr(&o));
+    assert!(text.contains("s3-session,echo: second question"), "{text}");
+    let o = env.run(&with_allow(&[
+        "query",
+        &uri,
+        "SELECT count(*) FROM events",
+        "--format",
+        "csv",
+    ]));
+    assert!(String::from_utf8_lossy(&o.stdout).contains('4'), "{}", stderr(&o));
+}

@@ -365,12 +365,16 @@ fn read_store(src: &Source, sink: &mut dyn FnMut(&Storyline)) -> Result<SourceRe
 
 /// The deduplicated rows of an events store at its pinned version.
 pub fn events_rows(src: &Source) -> Result<Vec<(crate::store::events::EventRow, i64)>, ReadFailure> {
-    if src.object.is_some() || src.abs_path.as_os_str().is_empty() {
-        return Err(ReadFailure::Source(FormatError::NotReadable {
-            source_path: src.source_path.clone(),
-            what: "events store on S3 (PC-S3-019)",
-        }));
-    }
+    let path = match &src.object {
+        Some(o) => format!("s3://{}/{}", o.bucket, o.key.trim_end_matches('/')),
+        None if src.abs_path.as_os_str().is_empty() => {
+            return Err(ReadFailure::Source(FormatError::NotReadable {
+                source_path: src.source_path.clone(),
+                what: "events store on S3 (PC-S3-019)",
+            }))
+        }
+        None => src.abs_path.to_string_lossy().into_owned(),
+    };
     let SnapshotRef::Lance { version } = src.snapshot_ref else {
         return Err(ReadFailure::Source(FormatError::NotReadable {
             source_path: src.source_path.clone(),
@@ -383,7 +387,6 @@ pub fn events_rows(src: &Source) -> Result<Vec<(crate::store::events::EventRow, 
             what: "events store with no readable version",
         }));
     }
-    let path = src.abs_path.to_string_lossy().into_owned();
     let rows = crate::store::events::read_all(&path, version).map_err(|e| store_failure(src, &e))?;
     Ok(crate::store::events::dedupe(rows))
 }

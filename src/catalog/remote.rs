@@ -27,8 +27,7 @@ use crate::formats::{self, Container, SourceFormat};
 use crate::s3::{Client, ListedObject, ObjectPin, ObjectReader, S3Uri};
 
 /// Why an events store found on S3 is not read.
-const EVENTS_UNSUPPORTED: &str =
-    "events stores on S3 are listed but not read by this build; copy the store to a local directory to read it";
+const EVENTS_UNSUPPORTED: &str = "events store has no readable Lance version";
 
 /// List and pin the Sources under `uri`.
 pub fn discover(
@@ -110,6 +109,8 @@ pub fn discover(
     let is_source = |root: &str| with_current.contains(root) || is_events(root);
     let mut candidates: Vec<(String, ListedObject)> = Vec::new();
     let mut store_sizes: Vec<u64> = vec![0; roots.len()];
+    // The newest Lance manifest listed under each events store.
+    let mut events_versions: Vec<Option<u64>> = vec![None; roots.len()];
     for (rel, o) in objects {
         let entry = |role, source_path: Option<String>, reason: Option<&str>| PhysicalEntry {
             path: rel.clone(),
@@ -129,6 +130,17 @@ pub fn discover(
         if let Some(root) = store_of(&rel) {
             let i = roots.iter().position(|r| r == root).unwrap_or(0);
             store_sizes[i] += o.size;
+            if is_events(root) {
+                let name = rel.rsplit('/').next().unwrap_or("");
+                let in_versions = rel[root.len()..].starts_with("/_versions/");
+                if let Some(v) = name
+                    .strip_suffix(".manifest")
+                    .filter(|_| in_versions)
+                    .and_then(super::stores::manifest_version)
+                {
+                    events_versions[i] = Some(events_versions[i].map_or(v, |b: u64| b.max(v)));
+                }
+            }
             if physical {
                 out.physical.push(if is_source(root) {
                     entry(Role::Member, Some(root.clone()), None)
@@ -160,7 +172,7 @@ pub fn discover(
             });
         }
     }
-    for (root, size) in roots.iter().zip(store_sizes) {
+    for ((root, size), events_version) in roots.iter().zip(store_sizes).zip(events_versions) {
         if !is_source(root) {
             continue;
         }
@@ -192,12 +204,26 @@ pub fn discover(
             object: None,
         };
         if is_events {
-            source.snapshot_ref = SnapshotRef::Store {
-                snapshot: "unread".into(),
-                tables: Vec::new(),
-            };
-            source.status = SourceStatus::Error;
-            source.reason = Some(StatusReason::new("PC-S3-019", EVENTS_UNSUPPORTED));
+            match events_version {
+                // Pinned at the newest version listed; Lance reads that
+                // version's manifest and files, which appends never change.
+                Some(version) => {
+                    source.snapshot_ref = SnapshotRef::Lance { version };
+                    source.object = Some(RemoteObject {
+                        bucket: uri.bucket().to_string(),
+                        key: store_prefix,
+                        pin: ObjectPin {
+                            etag: String::new(),
+                            version: None,
+                        },
+                    });
+                }
+                None => {
+                    source.snapshot_ref = SnapshotRef::Lance { version: 0 };
+                    source.status = SourceStatus::Error;
+                    source.reason = Some(StatusReason::new("PC-S3-019", EVENTS_UNSUPPORTED));
+                }
+            }
         } else {
             match crate::store::Current::read_s3(uri.bucket(), &store_prefix) {
                 Ok((current, etag)) => {

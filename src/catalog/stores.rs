@@ -145,12 +145,19 @@ fn events_version(dir: &Path) -> Option<u64> {
         let Some(stem) = name.strip_suffix(".manifest") else {
             continue;
         };
-        let Ok(n) = stem.parse::<u64>() else { continue };
-        // Lance's V2 naming stores u64::MAX - version, zero-padded to 20 digits.
-        let version = if stem.len() == 20 { u64::MAX - n } else { n };
+        let Some(version) = manifest_version(stem) else {
+            continue;
+        };
         best = Some(best.map_or(version, |b: u64| b.max(version)));
     }
     best
+}
+
+/// The version a Lance manifest file stem (`_versions/<stem>.manifest`) names.
+pub fn manifest_version(stem: &str) -> Option<u64> {
+    let n = stem.parse::<u64>().ok()?;
+    // Lance's V2 naming stores u64::MAX - version, zero-padded to 20 digits.
+    Some(if stem.len() == 20 { u64::MAX - n } else { n })
 }
 
 fn dir_size(dir: &Path) -> u64 {

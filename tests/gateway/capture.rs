@@ -393,6 +393,16 @@ fn the_warehouse_shows_captured_traffic_and_markdown_is_kept() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     };
     assert_eq!(runs["runs"][0]["session_id"], "web-1");
+    // The explorer's trajectory and steps routes read the projection.
+    let doc = runs["runs"][0]["document_id"].as_str().unwrap();
+    let base = format!("/api/v1/datasets/live/trajectories/{doc}");
+    let tr = request(&web, "GET", &base, &[], None).json();
+    assert_eq!(tr["source_path"], "events.lance");
+    assert_eq!(tr["step_count"], 2);
+    let steps = request(&web, "GET", &format!("{base}/steps?limit=10"), &[], None).json();
+    assert_eq!(steps["steps"][0]["step_source"], "user");
+    assert_eq!(steps["steps"][1]["step_source"], "agent");
+    assert_eq!(steps["steps"][1]["message_value"], "echo: 浏览器里能看到吗");
     // Dialogue capture: no SSE wire, the assembled answer only.
     let ev = query(
         s.path(),
