@@ -981,7 +981,11 @@ fn the_gateway_appends_events_to_an_s3_dataset_that_reads_them_back() {
     .unwrap();
     // Without a local state directory the S3 target is refused.
     let o = env.run(&with_allow(&[
-        "serve", "--config", "warehouse.toml", "--gateway", "gateway.toml",
+        "serve",
+        "--config",
+        "warehouse.toml",
+        "--gateway",
+        "gateway.toml",
     ]));
     assert_code(&o, "PC-GW-010");
     let mut child = env
@@ -1024,7 +1028,8 @@ fn the_gateway_appends_events_to_an_s3_dataset_that_reads_them_back() {
         out
     };
     for text in ["first question", "second question"] {
-        let body = serde_json::json!({"model": "m", "messages": [{"role": "user", "content": text}]});
+        let body =
+            serde_json::json!({"model": "m", "messages": [{"role": "user", "content": text}]});
         let r = http(&proxy, "POST", "/v1/chat/completions", &body.to_string());
         assert!(r.starts_with("HTTP/1.1 200"), "{r}");
     }
@@ -1037,7 +1042,9 @@ fn the_gateway_appends_events_to_an_s3_dataset_that_reads_them_back() {
         assert!(t.elapsed() < Duration::from_secs(60), "{r}");
         std::thread::sleep(Duration::from_millis(100));
     }
-    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
     assert!(child.wait().unwrap().success());
     // The WAL stays local; events.lance is in the bucket and reads back.
     assert!(dir.join("state/wal").is_dir());
@@ -1052,7 +1059,11 @@ fn the_gateway_appends_events_to_an_s3_dataset_that_reads_them_back() {
         "csv",
     ]));
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(text.contains("s3-session,first question"), "{text}{}", stderr(&o));
+    assert!(
+        text.contains("s3-session,first question"),
+        "{text}{}",
+        stderr(&o)
+    );
     assert!(text.contains("s3-session,echo: second question"), "{text}");
     let o = env.run(&with_allow(&[
         "query",
@@ -1061,5 +1072,9 @@ fn the_gateway_appends_events_to_an_s3_dataset_that_reads_them_back() {
         "--format",
         "csv",
     ]));
-    assert!(String::from_utf8_lossy(&o.stdout).contains('4'), "{}", stderr(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains('4'),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -364,7 +364,9 @@ fn read_store(src: &Source, sink: &mut dyn FnMut(&Storyline)) -> Result<SourceRe
 }
 
 /// The deduplicated rows of an events store at its pinned version.
-pub fn events_rows(src: &Source) -> Result<Vec<(crate::store::events::EventRow, i64)>, ReadFailure> {
+pub fn events_rows(
+    src: &Source,
+) -> Result<Vec<(crate::store::events::EventRow, i64)>, ReadFailure> {
     let path = match &src.object {
         Some(o) => format!("s3://{}/{}", o.bucket, o.key.trim_end_matches('/')),
         None if src.abs_path.as_os_str().is_empty() => {
@@ -387,7 +389,8 @@ pub fn events_rows(src: &Source) -> Result<Vec<(crate::store::events::EventRow, 
             what: "events store with no readable version",
         }));
     }
-    let rows = crate::store::events::read_all(&path, version).map_err(|e| store_failure(src, &e))?;
+    let rows =
+        crate::store::events::read_all(&path, version).map_err(|e| store_failure(src, &e))?;
     Ok(crate::store::events::dedupe(rows))
 }
 
@@ -411,9 +414,9 @@ fn read_events(src: &Source, sink: &mut dyn FnMut(&Storyline)) -> Result<SourceR
         events: rows.len() as u64,
         duplicates: duplicates as u64,
         sessions: sessions.len() as u64,
-        newest_event_at: newest.and_then(chrono::DateTime::from_timestamp_millis).map(|t| {
-            t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-        }),
+        newest_event_at: newest
+            .and_then(chrono::DateTime::from_timestamp_millis)
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
         lag_seconds: newest
             .map(|n| ((chrono::Utc::now().timestamp_millis() - n).max(0)) as f64 / 1000.0),
         wal_pending_events: src

@@ -756,7 +756,8 @@ impl Mounts {
                 let name = full.field(i).name().as_str();
                 let a: arrow::array::ArrayRef = match name {
                     "source_path" => std::sync::Arc::new(StringArray::from(vec![
-                        s.source_path.as_str();
+                        s.source_path
+                            .as_str();
                         rows.len()
                     ])),
                     "seq" => std::sync::Arc::new(Int64Array::from_iter_values(

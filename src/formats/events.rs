@@ -184,7 +184,10 @@ fn anthropic_message(role: &str, content: &Value, out: &mut Vec<Value>) {
     m.insert("role".into(), Value::String(role.to_string()));
     m.insert("content".into(), Value::String(text.join("\n")));
     if !thinking.is_empty() {
-        m.insert("reasoning_content".into(), Value::String(thinking.join("\n")));
+        m.insert(
+            "reasoning_content".into(),
+            Value::String(thinking.join("\n")),
+        );
     }
     if !calls.is_empty() {
         m.insert("tool_calls".into(), Value::Array(calls));
@@ -254,7 +257,10 @@ fn responses_items(items: &[Value], out: &mut Vec<Value>) {
                         reasoning.clear();
                     }
                     if !calls.is_empty() {
-                        m.insert("tool_calls".into(), Value::Array(std::mem::take(&mut calls)));
+                        m.insert(
+                            "tool_calls".into(),
+                            Value::Array(std::mem::take(&mut calls)),
+                        );
                     }
                     out.push(Value::Object(m));
                     continue;
@@ -292,7 +298,10 @@ pub struct Reply {
 
 /// Read a (non-streamed or assembled) response body.
 pub fn response_reply(protocol: Protocol, body: &Value) -> Reply {
-    let model = body.get("model").and_then(Value::as_str).map(str::to_string);
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let usage = body.get("usage").filter(|u| u.is_object()).cloned();
     let message = match protocol {
         Protocol::ChatCompletions => body
@@ -754,7 +763,9 @@ fn project_session(sid: &str, events: &[(&Value, i64)], ctx: &mut DecodeCtx) -> 
         };
         answered += 1;
         let id = doc.turns.len() as i64 + 1;
-        let Value::Object(mo) = &message else { continue };
+        let Value::Object(mo) = &message else {
+            continue;
+        };
         let mut turn = Turn::new(
             id,
             "agent",

@@ -7,8 +7,8 @@
 pub mod actf;
 pub mod atif;
 pub mod encode;
-pub mod events;
 mod error;
+pub mod events;
 pub mod json;
 pub mod model;
 pub mod openai;

@@ -65,7 +65,12 @@ pub(crate) fn reasoning_of(m: &Map<String, Value>) -> Option<String> {
 
 /// Map OpenAI `tool_calls` to Storyline calls. Arguments given as a JSON
 /// string are parsed; unparsable strings are kept as strings.
-pub(crate) fn convert_calls(calls: &[Value], step: i64, ctx: &mut DecodeCtx, at: &str) -> Vec<ToolCall> {
+pub(crate) fn convert_calls(
+    calls: &[Value],
+    step: i64,
+    ctx: &mut DecodeCtx,
+    at: &str,
+) -> Vec<ToolCall> {
     let mut out = Vec::with_capacity(calls.len());
     for (c, call) in calls.iter().enumerate() {
         let Some(o) = call.as_object() else {

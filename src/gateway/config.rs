@@ -206,7 +206,9 @@ impl GatewayConfig {
             return Err(bad(format!("larger than {MAX_CONFIG_BYTES} bytes")));
         }
         let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read: {e}")))?;
-        Self::parse(&text, &path.display().to_string(), &|k| std::env::var(k).ok())
+        Self::parse(&text, &path.display().to_string(), &|k| {
+            std::env::var(k).ok()
+        })
     }
 
     /// Parse `text`; `env` looks up key variables.
@@ -283,12 +285,10 @@ impl GatewayConfig {
                     )))
                 }
             };
-            let (upstream, host) =
-                check_upstream(&r.upstream, &allow, file.network.allow_http).map_err(|why| {
-                    GatewayError::UpstreamRefused {
-                        route: r.name.clone(),
-                        reason: why,
-                    }
+            let (upstream, host) = check_upstream(&r.upstream, &allow, file.network.allow_http)
+                .map_err(|why| GatewayError::UpstreamRefused {
+                    route: r.name.clone(),
+                    reason: why,
                 })?;
             let api_key = match &r.api_key_env {
                 None => None,
@@ -320,7 +320,13 @@ impl GatewayConfig {
                 Err(bad(format!("{key} must be between {lo} and {hi}")))
             }
         };
-        let max_body_bytes = in_range("max_body_bytes", file.max_body_bytes, 1024, 1 << 30, 32 << 20)?;
+        let max_body_bytes = in_range(
+            "max_body_bytes",
+            file.max_body_bytes,
+            1024,
+            1 << 30,
+            32 << 20,
+        )?;
         let max_capture_bytes = in_range(
             "max_capture_bytes",
             file.max_capture_bytes,
@@ -409,12 +415,11 @@ impl reqwest::dns::Resolve for PolicyResolver {
         };
         Box::pin(async move {
             let h = host.clone();
-            let found = tokio::task::spawn_blocking(move || {
-                crate::s3::policy::system_resolver(&h, 0)
-            })
-            .await
-            .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?
-            .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
+            let found =
+                tokio::task::spawn_blocking(move || crate::s3::policy::system_resolver(&h, 0))
+                    .await
+                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?
+                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
             let ok = me.filter(&host, found);
             if ok.is_empty() {
                 return Err(format!(
@@ -518,7 +523,10 @@ upstream = "https://api.example.com"
     #[test]
     fn routes_match_in_order() {
         let c = parse(OK).unwrap();
-        assert_eq!(c.route("gpt-4o", Provider::OpenAi).unwrap().upstream, "http://127.0.0.1:9");
+        assert_eq!(
+            c.route("gpt-4o", Provider::OpenAi).unwrap().upstream,
+            "http://127.0.0.1:9"
+        );
         assert!(c.route("o3", Provider::OpenAi).is_none());
         assert_eq!(c.route("claude", Provider::Anthropic).unwrap().name, "*");
         assert_eq!(c.routes[0].api_key.as_deref(), Some("sk-secret-value"));
@@ -530,13 +538,29 @@ upstream = "https://api.example.com"
         let r = PolicyResolver {
             allow: Allowlist::parse_entries(["api.example.com", "10.0.0.0/8"]).unwrap(),
         };
-        let ips = |v: &[&str]| -> Vec<std::net::IpAddr> { v.iter().map(|s| s.parse().unwrap()).collect() };
+        let ips = |v: &[&str]| -> Vec<std::net::IpAddr> {
+            v.iter().map(|s| s.parse().unwrap()).collect()
+        };
         assert_eq!(
-            r.filter("api.example.com", ips(&["169.254.169.254", "127.0.0.1", "10.1.2.3", "8.8.8.8", "192.168.1.1"])),
+            r.filter(
+                "api.example.com",
+                ips(&[
+                    "169.254.169.254",
+                    "127.0.0.1",
+                    "10.1.2.3",
+                    "8.8.8.8",
+                    "192.168.1.1"
+                ])
+            ),
             ips(&["10.1.2.3", "8.8.8.8"])
         );
-        assert_eq!(r.filter("localhost", ips(&["127.0.0.1", "::1"])), ips(&["127.0.0.1", "::1"]));
-        assert!(r.filter("api.example.com", ips(&["fd00:ec2::254"])).is_empty());
+        assert_eq!(
+            r.filter("localhost", ips(&["127.0.0.1", "::1"])),
+            ips(&["127.0.0.1", "::1"])
+        );
+        assert!(r
+            .filter("api.example.com", ips(&["fd00:ec2::254"]))
+            .is_empty());
     }
 
     #[test]
@@ -545,19 +569,27 @@ upstream = "https://api.example.com"
         assert_eq!(e.code(), "PC-GW-003");
         let e = parse(&OK.replace("allow_http = true", "allow_http = false")).unwrap_err();
         assert_eq!(e.code(), "PC-GW-003");
-        let e = parse(&OK.replace("listen = \"127.0.0.1:0\"\nadmin", "listen = \"0.0.0.0:0\"\nadmin")).unwrap_err();
+        let e = parse(&OK.replace(
+            "listen = \"127.0.0.1:0\"\nadmin",
+            "listen = \"0.0.0.0:0\"\nadmin",
+        ))
+        .unwrap_err();
         assert_eq!(e.code(), "PC-GW-002");
         let e = parse(&OK.replace("api_key_env = \"KEY\"", "api_key_env = \"NOPE\"")).unwrap_err();
         assert_eq!(e.code(), "PC-GW-004");
         let e = parse(&OK.replace("admin_listen", "max_body_bytes = 0\nadmin_listen")).unwrap_err();
         assert_eq!(e.code(), "PC-GW-001");
-        let e = parse(&OK.replace("admin_listen", "flush_interval_ms = 1\nadmin_listen")).unwrap_err();
+        let e =
+            parse(&OK.replace("admin_listen", "flush_interval_ms = 1\nadmin_listen")).unwrap_err();
         assert_eq!(e.code(), "PC-GW-001");
         let e = parse(&format!("{OK}\nsurprise = 1\n")).unwrap_err();
         assert_eq!(e.code(), "PC-GW-001");
-        let e = parse(&OK.replace("http://127.0.0.1:9/", "http://user:pw@127.0.0.1:9/")).unwrap_err();
+        let e =
+            parse(&OK.replace("http://127.0.0.1:9/", "http://user:pw@127.0.0.1:9/")).unwrap_err();
         assert!(!e.to_string().contains("pw@"), "{e}");
-        let meta = OK.replace("\"127.0.0.1\", ", "\"169.254.169.254\", ").replace("http://127.0.0.1:9/", "http://169.254.169.254/");
+        let meta = OK
+            .replace("\"127.0.0.1\", ", "\"169.254.169.254\", ")
+            .replace("http://127.0.0.1:9/", "http://169.254.169.254/");
         assert_eq!(parse(&meta).unwrap_err().code(), "PC-GW-003");
     }
 }

@@ -248,10 +248,12 @@ pub fn start(opts: GatewayOptions) -> Result<GatewayHandle, GatewayError> {
         .admin_listen
         .map(|a| bind(a, "admin_listen"))
         .transpose()?;
-    let proxy_addr = proxy_listener.local_addr().map_err(|e| GatewayError::Listen {
-        given: cfg.listen.to_string(),
-        reason: e.to_string(),
-    })?;
+    let proxy_addr = proxy_listener
+        .local_addr()
+        .map_err(|e| GatewayError::Listen {
+            given: cfg.listen.to_string(),
+            reason: e.to_string(),
+        })?;
     let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
     let limits = HttpLimits {
         head_timeout: Duration::from_secs(10),
@@ -516,9 +518,12 @@ fn captured_headers(headers: &[(String, String)], secrets: &[&str]) -> Value {
     let mut m: Map<String, Value> = Map::new();
     for (k, v) in headers {
         let name = k.to_ascii_lowercase();
-        let sensitive = SENSITIVE.contains(&name.as_str())
-            || secrets.iter().any(|s| v.contains(s));
-        let value = if sensitive { REDACTED.to_string() } else { v.clone() };
+        let sensitive = SENSITIVE.contains(&name.as_str()) || secrets.iter().any(|s| v.contains(s));
+        let value = if sensitive {
+            REDACTED.to_string()
+        } else {
+            v.clone()
+        };
         match m.get_mut(&name) {
             Some(Value::String(prev)) => {
                 prev.push_str(", ");
@@ -600,7 +605,12 @@ fn check_host(req: &HttpRequest) -> Result<(), GatewayError> {
 /// A session id from the client's header, or one derived from the
 /// conversation's opening (its system and first user message), so the
 /// calls of one conversation share it.
-fn session_of(core: &Core, req: &HttpRequest, protocol: Protocol, body: &Value) -> Result<String, GatewayError> {
+fn session_of(
+    core: &Core,
+    req: &HttpRequest,
+    protocol: Protocol,
+    body: &Value,
+) -> Result<String, GatewayError> {
     if let Some(s) = req.header(&core.config.session_header) {
         let s = s.trim();
         if s.is_empty() || s.len() > 256 || s.chars().any(char::is_control) {
@@ -650,7 +660,11 @@ fn exchange(core: &Arc<Core>, req: HttpRequest) -> Result<HttpResponse, GatewayE
     }
     let mut body: Value = serde_json::from_slice(&req.body)
         .map_err(|e| GatewayError::BadRequest(format!("the request body is not JSON: {e}")))?;
-    let Some(model) = body.get("model").and_then(Value::as_str).map(str::to_string) else {
+    let Some(model) = body
+        .get("model")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    else {
         return Err(GatewayError::BadRequest(
             "the request body has no string `model`".into(),
         ));
@@ -765,10 +779,7 @@ fn exchange(core: &Arc<Core>, req: HttpRequest) -> Result<HttpResponse, GatewayE
     );
 
     // Forward.
-    let mut rb = core
-        .client
-        .post(&url)
-        .body(upstream_body);
+    let mut rb = core.client.post(&url).body(upstream_body);
     let mut has_type = false;
     for (k, v) in &req.headers {
         let name = k.to_ascii_lowercase();
@@ -838,7 +849,8 @@ fn exchange(core: &Arc<Core>, req: HttpRequest) -> Result<HttpResponse, GatewayE
         })
         .collect();
     let is_sse = headers.iter().any(|(k, v)| {
-        k.eq_ignore_ascii_case("content-type") && v.to_ascii_lowercase().contains("text/event-stream")
+        k.eq_ignore_ascii_case("content-type")
+            && v.to_ascii_lowercase().contains("text/event-stream")
     });
     let mut out_headers: Vec<(String, String)> = headers
         .iter()
@@ -1122,11 +1134,16 @@ fn relay_stream(
         },
     );
     if let Some(e) = client_gone {
-        core.stats.client_disconnects.fetch_add(1, Ordering::Relaxed);
+        core.stats
+            .client_disconnects
+            .fetch_add(1, Ordering::Relaxed);
         return Err(e);
     }
     if let Err(e) = committed {
-        eprintln!("warning[{}]: {e}; the stream was cut before its end", e.code());
+        eprintln!(
+            "warning[{}]: {e}; the stream was cut before its end",
+            e.code()
+        );
         return Err(std::io::Error::other(e.to_string()));
     }
     if let Some(e) = upstream_error {
@@ -1145,10 +1162,19 @@ fn markdown_writer(dir: &std::path::Path, rx: &std::sync::mpsc::Receiver<Value>)
     }
     let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for ev in rx {
-        let sid = ev.get("session_id").and_then(Value::as_str).unwrap_or("unknown");
+        let sid = ev
+            .get("session_id")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown");
         let safe: String = sid
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .take(128)
             .collect();
         // Names that had to be changed get a hash of the original, so two
@@ -1159,7 +1185,11 @@ fn markdown_writer(dir: &std::path::Path, rx: &std::sync::mpsc::Receiver<Value>)
             format!("{safe}-{}", &blake3::hash(sid.as_bytes()).to_hex()[..12])
         };
         let path = dir.join(format!("{name}.md"));
-        let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&path) else {
+        let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+        else {
             continue;
         };
         let text = markdown_of(&ev, seen.entry(sid.to_string()).or_insert(0));
@@ -1186,7 +1216,8 @@ fn markdown_of(ev: &Value, history: &mut usize) -> String {
             let start = (*history).min(msgs.len());
             for m in &msgs[start..] {
                 let role = m.get("role").and_then(Value::as_str).unwrap_or("?");
-                let text = crate::formats::events::content_text(m.get("content").unwrap_or(&Value::Null));
+                let text =
+                    crate::formats::events::content_text(m.get("content").unwrap_or(&Value::Null));
                 out.push_str(&format!("\n### {role}\n\n{text}\n"));
             }
             *history = msgs.len() + 1;
@@ -1200,7 +1231,9 @@ fn markdown_of(ev: &Value, history: &mut usize) -> String {
         let body = payload
             .get("assembled")
             .or_else(|| payload.get("http").and_then(|h| h.get("response_body")));
-        let reply = body.map(|b| response_reply(protocol, b)).unwrap_or_default();
+        let reply = body
+            .map(|b| response_reply(protocol, b))
+            .unwrap_or_default();
         out.push_str(&format!("\n### assistant (status {status})\n\n"));
         if let Some(m) = reply.message {
             out.push_str(&crate::formats::events::content_text(
@@ -1267,11 +1300,7 @@ fn admin(core: &Core, req: &HttpRequest) -> Result<Value, GatewayError> {
                 .live
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let in_flight: u64 = live
-                .sessions
-                .values()
-                .map(SessionIndex::in_flight)
-                .sum();
+            let in_flight: u64 = live.sessions.values().map(SessionIndex::in_flight).sum();
             let sessions = live.sessions.len();
             drop(live);
             let cfg = &core.config;

@@ -417,6 +417,8 @@ pub fn wal_pending(state_dir: &Path) -> Option<u64> {
     if !wal.is_dir() {
         return None;
     }
-    let from = Checkpoint::load(state_dir).ok()?.map_or(Position::default(), |c| c.position);
+    let from = Checkpoint::load(state_dir)
+        .ok()?
+        .map_or(Position::default(), |c| c.position);
     super::wal::count_after(&wal, from).ok()
 }

@@ -34,7 +34,18 @@ const SEGMENT_BYTES: u64 = 64 << 20;
 pub const MAX_RECORD_BYTES: usize = 256 << 20;
 
 /// A position in the log: a segment number and a byte offset in it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub struct Position {
     /// Segment number (from 1).
     pub segment: u64,
@@ -51,7 +62,10 @@ fn segments(dir: &Path) -> std::io::Result<Vec<u64>> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir)? {
         let name = e?.file_name().to_string_lossy().into_owned();
-        if let Some(n) = name.strip_suffix(".log").and_then(|s| s.parse::<u64>().ok()) {
+        if let Some(n) = name
+            .strip_suffix(".log")
+            .and_then(|s| s.parse::<u64>().ok())
+        {
             out.push(n);
         }
     }
@@ -140,7 +154,10 @@ impl Wal {
     /// Open the log in `dir` (created if absent): find the valid end after
     /// `from`, cut a torn tail, and return the records after `from` with
     /// the position after each.
-    pub fn open(dir: &Path, from: Position) -> Result<(Arc<Wal>, Vec<(Value, Position)>), GatewayError> {
+    pub fn open(
+        dir: &Path,
+        from: Position,
+    ) -> Result<(Arc<Wal>, Vec<(Value, Position)>), GatewayError> {
         let io = |e: std::io::Error| GatewayError::State {
             path: dir.display().to_string(),
             reason: e.to_string(),
@@ -149,7 +166,10 @@ impl Wal {
         let segs = segments(dir).map_err(io)?;
         let mut replay = Vec::new();
         let mut end = if from.segment == 0 {
-            Position { segment: 1, offset: 0 }
+            Position {
+                segment: 1,
+                offset: 0,
+            }
         } else {
             from
         };
@@ -160,9 +180,18 @@ impl Wal {
             let recs = read_segment(&path, start, None).map_err(io)?;
             let valid_end = recs.last().map_or(start, |r| r.1);
             for (v, off) in recs {
-                replay.push((v, Position { segment: n, offset: off }));
+                replay.push((
+                    v,
+                    Position {
+                        segment: n,
+                        offset: off,
+                    },
+                ));
             }
-            end = Position { segment: n, offset: valid_end };
+            end = Position {
+                segment: n,
+                offset: valid_end,
+            };
             let len = std::fs::metadata(&path).map_err(io)?.len();
             if len > valid_end {
                 // Torn tail: never acknowledged. Cut it so appends follow valid records.
@@ -223,9 +252,7 @@ impl Wal {
     pub fn append(&self, payloads: &[Vec<u8>]) -> Result<(), GatewayError> {
         let mut g = self.lock();
         if let Some(f) = &g.failed {
-            return Err(GatewayError::Capture {
-                reason: f.clone(),
-            });
+            return Err(GatewayError::Capture { reason: f.clone() });
         }
         if g.stop {
             return Err(GatewayError::Capture {
@@ -246,9 +273,7 @@ impl Wal {
         self.wake_writer.notify_one();
         while g.durable_ticket < mine {
             if let Some(f) = &g.failed {
-                return Err(GatewayError::Capture {
-                    reason: f.clone(),
-                });
+                return Err(GatewayError::Capture { reason: f.clone() });
             }
             g = self
                 .durable
@@ -269,7 +294,11 @@ impl Wal {
     }
 
     /// Records between `from` and `to` (both durable positions).
-    pub fn read(&self, from: Position, to: Position) -> Result<Vec<(Value, Position)>, GatewayError> {
+    pub fn read(
+        &self,
+        from: Position,
+        to: Position,
+    ) -> Result<Vec<(Value, Position)>, GatewayError> {
         let io = |e: std::io::Error| GatewayError::State {
             path: self.dir.display().to_string(),
             reason: e.to_string(),
@@ -282,7 +311,13 @@ impl Wal {
             let path = segment_path(&self.dir, seg);
             if path.exists() {
                 for (v, off) in read_segment(&path, offset, end).map_err(io)? {
-                    out.push((v, Position { segment: seg, offset: off }));
+                    out.push((
+                        v,
+                        Position {
+                            segment: seg,
+                            offset: off,
+                        },
+                    ));
                 }
             }
             seg += 1;
@@ -321,7 +356,12 @@ impl Wal {
                     return;
                 }
                 let records = std::mem::take(&mut g.pending_records);
-                (std::mem::take(&mut g.pending), records, g.next_ticket, g.end)
+                (
+                    std::mem::take(&mut g.pending),
+                    records,
+                    g.next_ticket,
+                    g.end,
+                )
             };
             let mut result = Ok(());
             if end.offset >= SEGMENT_BYTES {
@@ -334,7 +374,10 @@ impl Wal {
                     Ok(f) => {
                         file = f;
                         crate::store::current::sync_dir(&self.dir);
-                        end = Position { segment: next, offset: 0 };
+                        end = Position {
+                            segment: next,
+                            offset: 0,
+                        };
                     }
                     Err(e) => result = Err(e),
                 }
@@ -373,11 +416,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (wal, replay) = Wal::open(dir.path(), Position::default()).unwrap();
         assert!(replay.is_empty());
-        wal.append(&[b"{\"a\":1}".to_vec(), b"{\"a\":2}".to_vec()]).unwrap();
+        wal.append(&[b"{\"a\":1}".to_vec(), b"{\"a\":2}".to_vec()])
+            .unwrap();
         let end = wal.end();
         wal.stop();
         // A half-written record after the valid ones.
-        let mut f = OpenOptions::new().append(true).open(segment_path(dir.path(), 1)).unwrap();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(segment_path(dir.path(), 1))
+            .unwrap();
         f.write_all(&encode(b"{\"a\":3}")[..10]).unwrap();
         drop(f);
         let (wal, replay) = Wal::open(dir.path(), Position::default()).unwrap();

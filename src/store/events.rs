@@ -122,7 +122,8 @@ pub fn append(path: &str, events: &[Value], exists: bool) -> Result<u64, StoreEr
 pub fn read_all(path: &str, version: u64) -> Result<Vec<EventRow>, StoreError> {
     let columns = ["seq", "timestamp_unix_ms", "event_id", "payload_json"];
     let p = path.to_string();
-    let batches = runtime().block_on(async move { lance_io::scan(&p, version, &columns, None).await })?;
+    let batches =
+        runtime().block_on(async move { lance_io::scan(&p, version, &columns, None).await })?;
     let mut out = Vec::new();
     for b in batches {
         let col = |i: usize| b.column(i);
@@ -133,7 +134,9 @@ pub fn read_all(path: &str, version: u64) -> Result<Vec<EventRow>, StoreError> {
         let ts = col(1)
             .as_any()
             .downcast_ref::<Int64Array>()
-            .ok_or_else(|| StoreError::Corrupt("events: `timestamp_unix_ms` is not Int64".into()))?;
+            .ok_or_else(|| {
+                StoreError::Corrupt("events: `timestamp_unix_ms` is not Int64".into())
+            })?;
         let id = col(2)
             .as_any()
             .downcast_ref::<StringArray>()

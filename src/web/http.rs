@@ -516,7 +516,13 @@ fn read_head(
         Some(c) if c.contains("keep-alive") => true,
         _ => v11,
     };
-    Ok((method.to_string(), target.to_string(), keep_alive, headers, v11))
+    Ok((
+        method.to_string(),
+        target.to_string(),
+        keep_alive,
+        headers,
+        v11,
+    ))
 }
 
 fn read_exact_by(
@@ -666,7 +672,9 @@ fn write_streamed(
         chrono::Utc::now().format("%a, %d %b %Y %H:%M:%S GMT"),
         if keep { "keep-alive" } else { "close" }
     ));
-    let sent = stream.write_all(head.as_bytes()).and_then(|()| stream.flush());
+    let sent = stream
+        .write_all(head.as_bytes())
+        .and_then(|()| stream.flush());
     // The body writer runs even when the head failed, so that it can
     // finish its own work (it sees the failure on its first write).
     let mut w = Chunked {

@@ -69,11 +69,18 @@ fn three_protocols_pass_through_byte_identical_and_are_captured() {
         let seen = up.seen();
         if *path == "/v1/messages" {
             assert_eq!(seen["x-api-key"], ROUTE_KEY);
-            assert!(seen["authorization"].is_null(), "client key dropped: {seen}");
+            assert!(
+                seen["authorization"].is_null(),
+                "client key dropped: {seen}"
+            );
         } else {
             assert_eq!(seen["authorization"], format!("Bearer {ROUTE_KEY}"));
         }
-        assert_ne!(seen["session_header"], json!(session), "session header not forwarded");
+        assert_ne!(
+            seen["session_header"],
+            json!(session),
+            "session header not forwarded"
+        );
         call_ids.push(via.header("x-pchronicle-call-id").unwrap().to_string());
     }
     gw.wait_flushed();
@@ -139,7 +146,10 @@ fn three_protocols_pass_through_byte_identical_and_are_captured() {
         &s.ds(),
         "SELECT session_id, step_count, tool_call_count, total_prompt_tokens FROM dataset.trajectories ORDER BY session_id",
     );
-    let ids: Vec<&str> = runs.iter().map(|r| r["session_id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = runs
+        .iter()
+        .map(|r| r["session_id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, ["sess-0", "sess-1", "sess-2"]);
     let steps = query(
         s.path(),
@@ -148,18 +158,30 @@ fn three_protocols_pass_through_byte_identical_and_are_captured() {
     );
     let texts: Vec<(&str, &str)> = steps
         .iter()
-        .map(|r| (r["source"].as_str().unwrap(), r["text"].as_str().unwrap_or("")))
+        .map(|r| {
+            (
+                r["source"].as_str().unwrap(),
+                r["text"].as_str().unwrap_or(""),
+            )
+        })
         .collect();
     assert_eq!(texts[0], ("system", "be brief"));
     assert_eq!(texts[1], ("user", "今天天气如何 use tool"));
-    assert!(texts[2].0 == "agent" && texts[2].1.starts_with("echo: "), "{texts:?}");
+    assert!(
+        texts[2].0 == "agent" && texts[2].1.starts_with("echo: "),
+        "{texts:?}"
+    );
     let calls = query(
         s.path(),
         &s.ds(),
         "SELECT session_id, function_name FROM dataset.tool_calls ORDER BY session_id",
     );
-    assert!(calls.iter().any(|c| c["session_id"] == "sess-0" && c["function_name"] == "lookup"));
-    assert!(calls.iter().any(|c| c["session_id"] == "sess-2" && c["function_name"] == "lookup"));
+    assert!(calls
+        .iter()
+        .any(|c| c["session_id"] == "sess-0" && c["function_name"] == "lookup"));
+    assert!(calls
+        .iter()
+        .any(|c| c["session_id"] == "sess-2" && c["function_name"] == "lookup"));
 
     // find works on captured Chinese text.
     let o = crate::command(s.path())
@@ -207,7 +229,12 @@ fn aliases_rewrite_the_model_and_sessions_without_header_follow_the_conversation
     let gw_cfg = s.gateway(&up, "");
     let gw = Gateway::start(
         s.path(),
-        &["--config", wh.to_str().unwrap(), "--gateway", gw_cfg.to_str().unwrap()],
+        &[
+            "--config",
+            wh.to_str().unwrap(),
+            "--gateway",
+            gw_cfg.to_str().unwrap(),
+        ],
     );
     let first = json!({"model": "alias-fast", "messages": [{"role": "user", "content": "q1"}]});
     let r1 = gw.post("/v1/chat/completions", &[], &first);
@@ -218,7 +245,8 @@ fn aliases_rewrite_the_model_and_sessions_without_header_follow_the_conversation
         {"role": "assistant", "content": "echo: q1"},
         {"role": "user", "content": "q2"}]});
     let r2 = gw.post("/v1/chat/completions", &[], &second);
-    let other = json!({"model": "alias-fast", "messages": [{"role": "user", "content": "another"}]});
+    let other =
+        json!({"model": "alias-fast", "messages": [{"role": "user", "content": "another"}]});
     let r3 = gw.post("/v1/chat/completions", &[], &other);
     let sid = |r: &crate::Response| r.header("x-pchronicle-session-id").unwrap().to_string();
     assert_eq!(sid(&r1), sid(&r2), "one conversation, one session");
@@ -242,7 +270,11 @@ fn aliases_rewrite_the_model_and_sessions_without_header_follow_the_conversation
         ),
     );
     let texts: Vec<&str> = steps.iter().map(|r| r["text"].as_str().unwrap()).collect();
-    assert_eq!(texts, ["q1", "echo: q1", "q2", "echo: q2"], "history is not repeated");
+    assert_eq!(
+        texts,
+        ["q1", "echo: q1", "q2", "echo: q2"],
+        "history is not repeated"
+    );
 }
 
 #[test]
@@ -253,7 +285,13 @@ fn upstream_errors_and_disconnects_are_returned_and_recorded() {
     let gw_cfg = s.gateway(&up, "");
     let gw = Gateway::start(
         s.path(),
-        &["--config", wh.to_str().unwrap(), "--gateway", gw_cfg.to_str().unwrap(), "--debug"],
+        &[
+            "--config",
+            wh.to_str().unwrap(),
+            "--gateway",
+            gw_cfg.to_str().unwrap(),
+            "--debug",
+        ],
     );
     // Upstream errors come back unchanged.
     let body = json!({"model": "fail-429", "messages": []});
@@ -267,7 +305,11 @@ fn upstream_errors_and_disconnects_are_returned_and_recorded() {
     let via = gw.post("/v1/chat/completions", &[], &body);
     assert_eq!(via.status, 429);
     assert_eq!(via.body, direct.body);
-    let via = gw.post("/v1/messages", &[], &json!({"model": "fail-500", "messages": []}));
+    let via = gw.post(
+        "/v1/messages",
+        &[],
+        &json!({"model": "fail-500", "messages": []}),
+    );
     assert_eq!(via.status, 500);
     assert_eq!(via.text(), "upstream broke");
 
@@ -342,9 +384,18 @@ fn upstream_errors_and_disconnects_are_returned_and_recorded() {
     .unwrap();
     let gw = Gateway::start(
         s.path(),
-        &["--config", wh.to_str().unwrap(), "--gateway", gw_cfg.to_str().unwrap()],
+        &[
+            "--config",
+            wh.to_str().unwrap(),
+            "--gateway",
+            gw_cfg.to_str().unwrap(),
+        ],
     );
-    let r = gw.post("/v1/chat/completions", &[], &json!({"model": "x", "messages": []}));
+    let r = gw.post(
+        "/v1/chat/completions",
+        &[],
+        &json!({"model": "x", "messages": []}),
+    );
     assert_eq!(r.status, 502, "{}", r.text());
     assert_eq!(r.code(), "PC-GW-007");
     gw.wait_flushed();
@@ -378,7 +429,11 @@ fn the_warehouse_shows_captured_traffic_and_markdown_is_kept() {
     let web = gw.warehouse.clone().expect("the Warehouse listens too");
     let body = json!({"model": "gpt-test", "stream": true,
         "messages": [{"role": "user", "content": "浏览器里能看到吗"}]});
-    let r = gw.post("/v1/chat/completions", &[("x-pchronicle-session-id", "web-1")], &body);
+    let r = gw.post(
+        "/v1/chat/completions",
+        &[("x-pchronicle-session-id", "web-1")],
+        &body,
+    );
     assert_eq!(r.status, 200);
     gw.wait_flushed();
     // The Warehouse refreshes after an append.
@@ -416,7 +471,10 @@ fn the_warehouse_shows_captured_traffic_and_markdown_is_kept() {
         "echo: 浏览器里能看到吗"
     );
     let md = std::fs::read_to_string(s.ds().join(".pchronicle-gateway/markdown/web-1.md")).unwrap();
-    assert!(md.contains("浏览器里能看到吗") && md.contains("echo: 浏览器里能看到吗"), "{md}");
+    assert!(
+        md.contains("浏览器里能看到吗") && md.contains("echo: 浏览器里能看到吗"),
+        "{md}"
+    );
     // The state directory is hidden: not a Source.
     let sources = query(s.path(), &s.ds(), "SELECT source_path FROM dataset.sources");
     assert_eq!(sources, [json!({"source_path": "events.lance"})]);
@@ -430,7 +488,12 @@ fn summary_capture_keeps_no_bodies() {
     let gw_cfg = s.gateway(&up, "capture_level = \"summary\"");
     let gw = Gateway::start(
         s.path(),
-        &["--config", wh.to_str().unwrap(), "--gateway", gw_cfg.to_str().unwrap()],
+        &[
+            "--config",
+            wh.to_str().unwrap(),
+            "--gateway",
+            gw_cfg.to_str().unwrap(),
+        ],
     );
     for stream in [false, true] {
         let r = gw.post(
@@ -442,7 +505,11 @@ fn summary_capture_keeps_no_bodies() {
         assert_eq!(r.status, 200);
     }
     gw.wait_flushed();
-    let rows = query(s.path(), &s.ds(), "SELECT kind, payload_json FROM dataset.events ORDER BY seq");
+    let rows = query(
+        s.path(),
+        &s.ds(),
+        "SELECT kind, payload_json FROM dataset.events ORDER BY seq",
+    );
     assert_eq!(rows.len(), 4);
     for r in &rows {
         let text = r["payload_json"].as_str().unwrap();
@@ -451,10 +518,17 @@ fn summary_capture_keeps_no_bodies() {
         assert_eq!(p["payload"]["degraded"], true);
         assert_eq!(p["payload"]["capture_level"], "summary");
         if p["kind"] != "http.request" {
-            assert_eq!(p["payload"]["usage"]["completion_tokens"], 5, "usage is kept");
+            assert_eq!(
+                p["payload"]["usage"]["completion_tokens"], 5,
+                "usage is kept"
+            );
         }
     }
-    let t = query(s.path(), &s.ds(), "SELECT step_count FROM dataset.trajectories");
+    let t = query(
+        s.path(),
+        &s.ds(),
+        "SELECT step_count FROM dataset.trajectories",
+    );
     assert_eq!(t[0]["step_count"], 0);
     let o = crate::command(s.path())
         .args(["export", "--format", "storyline", "--output", "-", "--from"])
@@ -463,7 +537,9 @@ fn summary_capture_keeps_no_bodies() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let doc: Value = serde_json::from_slice(&o.stdout)
-        .or_else(|_| serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().next().unwrap()))
+        .or_else(|_| {
+            serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().next().unwrap())
+        })
         .unwrap();
     let doc = if doc.is_array() { doc[0].clone() } else { doc };
     assert_eq!(doc["extra"]["gateway"]["answers_not_captured"], 2, "{doc}");

@@ -129,7 +129,10 @@ fn kill_9_loses_no_acknowledged_event_and_repeats_are_counted() {
     let gw = start(&cfg);
     let st = gw.admin("/admin/status");
     assert!(st["recovered_events"].as_u64().unwrap() > 0, "{st}");
-    assert_eq!(st["in_flight_calls"], 0, "calls cut by the crash are not in flight: {st}");
+    assert_eq!(
+        st["in_flight_calls"], 0,
+        "calls cut by the crash are not in flight: {st}"
+    );
     gw.wait_flushed();
     let steps_before_stop = steps_of(&s);
     assert_eq!(gw.stop(), Some(0));
@@ -139,18 +142,27 @@ fn kill_9_loses_no_acknowledged_event_and_repeats_are_counted() {
         assert!(req.contains(id), "request of acknowledged call {id} lost");
         assert!(resp.contains(id), "response of acknowledged call {id} lost");
     }
-    assert!(dups > 0, "replaying from the old checkpoint stores repeats, counted");
+    assert!(
+        dups > 0,
+        "replaying from the old checkpoint stores repeats, counted"
+    );
     // Cut streams: their requests are there; never a response without a request.
     for id in &resp {
         assert!(req.contains(id), "response {id} without its request");
     }
     // Distinct events: every event id once in the relation.
-    let ids = query(s.path(), &s.ds(), "SELECT count(*) AS n, count(DISTINCT event_id) AS d FROM dataset.events");
+    let ids = query(
+        s.path(),
+        &s.ds(),
+        "SELECT count(*) AS n, count(DISTINCT event_id) AS d FROM dataset.events",
+    );
     assert_eq!(ids[0]["n"], ids[0]["d"]);
     // The projection is the same whatever the repeats, and reading twice gives the same answer.
     let steps = steps_of(&s);
     assert_eq!(steps, steps_before_stop);
-    assert!(steps.iter().any(|r| r["session_id"] == "b" && r["text"] == "echo: two"));
+    assert!(steps
+        .iter()
+        .any(|r| r["session_id"] == "b" && r["text"] == "echo: two"));
     let a: Vec<&Value> = steps.iter().filter(|r| r["session_id"] == "a").collect();
     assert_eq!(a.len(), 4, "two calls of session a, once each: {a:?}");
     // Status shows freshness.
@@ -179,7 +191,12 @@ fn a_second_gateway_on_the_same_state_is_refused_and_sigterm_flushes() {
             .replace("flush_interval_ms = 100", "flush_interval_ms = 60000"),
     )
     .unwrap();
-    let args = ["--config", wh.to_str().unwrap(), "--gateway", cfg.to_str().unwrap()];
+    let args = [
+        "--config",
+        wh.to_str().unwrap(),
+        "--gateway",
+        cfg.to_str().unwrap(),
+    ];
     let gw = Gateway::start(s.path(), &args);
     let o = crate::command(s.path())
         .env("ROUTE_KEY", crate::ROUTE_KEY)
@@ -189,7 +206,10 @@ fn a_second_gateway_on_the_same_state_is_refused_and_sigterm_flushes() {
         .unwrap();
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("PC-GW-011") && err.contains("another Gateway"), "{err}");
+    assert!(
+        err.contains("PC-GW-011") && err.contains("another Gateway"),
+        "{err}"
+    );
     let r = gw.post(
         "/v1/messages",
         &[],

@@ -173,7 +173,13 @@ impl Gateway {
     pub fn post(&self, path: &str, headers: &[(&str, &str)], body: &Value) -> Response {
         let mut h = vec![("Content-Type", "application/json")];
         h.extend_from_slice(headers);
-        request(&self.proxy, "POST", path, &h, Some(body.to_string().as_bytes()))
+        request(
+            &self.proxy,
+            "POST",
+            path,
+            &h,
+            Some(body.to_string().as_bytes()),
+        )
     }
 
     /// GET an admin route as JSON.

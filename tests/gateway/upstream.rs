@@ -82,7 +82,9 @@ fn serve(stream: TcpStream, seen: &Mutex<Value>) {
             }
         }
         let header = |n: &str| headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
-        let len: usize = header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let len: usize = header("content-length")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
         let mut body = vec![0u8; len];
         if reader.read_exact(&mut body).is_err() {
             return;
@@ -97,7 +99,11 @@ fn serve(stream: TcpStream, seen: &Mutex<Value>) {
             continue;
         }
         let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        let model = req.get("model").and_then(Value::as_str).unwrap_or("").to_string();
+        let model = req
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         *seen.lock().unwrap() = json!({
             "authorization": header("authorization"),
             "x-api-key": header("x-api-key"),
@@ -208,11 +214,15 @@ fn answer(out: &mut TcpStream, path: &str, req: &Value) -> std::io::Result<()> {
                     "usage": usage});
                 return write_whole(out, 200, "application/json", b.to_string().as_bytes());
             }
-            let mut events = vec![json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": model,
-                "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]})];
+            let mut events = vec![
+                json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": model,
+                "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]}),
+            ];
             for p in &pieces {
-                events.push(json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": model,
-                    "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": null}]}));
+                events.push(
+                    json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": model,
+                    "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": null}]}),
+                );
             }
             if tool {
                 events.push(json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": model,
@@ -231,11 +241,15 @@ fn answer(out: &mut TcpStream, path: &str, req: &Value) -> std::io::Result<()> {
             write_sse(out, &frames, delay)
         }
         "/v1/responses" => {
-            let mut output = vec![json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-                "content": [{"type": "output_text", "text": full, "annotations": []}]})];
+            let mut output = vec![
+                json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": full, "annotations": []}]}),
+            ];
             if tool {
-                output.push(json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
-                    "name": "lookup", "arguments": "{\"q\":\"weather\"}", "status": "completed"}));
+                output.push(
+                    json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+                    "name": "lookup", "arguments": "{\"q\":\"weather\"}", "status": "completed"}),
+                );
             }
             let resp = json!({"id": "resp_1", "object": "response", "status": "completed", "model": model,
                 "output": output, "usage": {"input_tokens": 12, "output_tokens": 5, "total_tokens": 17}});
@@ -271,23 +285,41 @@ fn answer(out: &mut TcpStream, path: &str, req: &Value) -> std::io::Result<()> {
             }
             let ev = |name: &str, v: Value| format!("event: {name}\ndata: {v}\n\n");
             let mut frames = vec![
-                ev("message_start", json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",
+                ev(
+                    "message_start",
+                    json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",
                     "role": "assistant", "model": model, "content": [], "stop_reason": null,
-                    "usage": {"input_tokens": n_msgs * 10, "output_tokens": 1}}})),
-                ev("content_block_start", json!({"type": "content_block_start", "index": 0,
-                    "content_block": {"type": "text", "text": ""}})),
+                    "usage": {"input_tokens": n_msgs * 10, "output_tokens": 1}}}),
+                ),
+                ev(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": 0,
+                    "content_block": {"type": "text", "text": ""}}),
+                ),
             ];
             for p in &pieces {
-                frames.push(ev("content_block_delta", json!({"type": "content_block_delta", "index": 0,
-                    "delta": {"type": "text_delta", "text": p}})));
+                frames.push(ev(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": 0,
+                    "delta": {"type": "text_delta", "text": p}}),
+                ));
             }
-            frames.push(ev("content_block_stop", json!({"type": "content_block_stop", "index": 0})));
+            frames.push(ev(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": 0}),
+            ));
             if tool {
                 frames.push(ev("content_block_start", json!({"type": "content_block_start", "index": 1,
                     "content_block": {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}}})));
-                frames.push(ev("content_block_delta", json!({"type": "content_block_delta", "index": 1,
-                    "delta": {"type": "input_json_delta", "partial_json": "{\"q\": \"weather\"}"}})));
-                frames.push(ev("content_block_stop", json!({"type": "content_block_stop", "index": 1})));
+                frames.push(ev(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": 1,
+                    "delta": {"type": "input_json_delta", "partial_json": "{\"q\": \"weather\"}"}}),
+                ));
+                frames.push(ev(
+                    "content_block_stop",
+                    json!({"type": "content_block_stop", "index": 1}),
+                ));
             }
             frames.push(ev("message_delta", json!({"type": "message_delta",
                 "delta": {"stop_reason": if tool {"tool_use"} else {"end_turn"}}, "usage": {"output_tokens": 5}})));
