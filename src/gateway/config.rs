@@ -469,15 +469,21 @@ fn check_upstream(
         Some(url::Host::Domain(d)) => d.to_ascii_lowercase(),
         Some(url::Host::Ipv4(ip)) => {
             let ip = std::net::IpAddr::V4(ip);
-            if classify(canonical_ip(ip)) == AddressClass::Metadata {
-                return Err("upstream is a cloud metadata address".into());
+            if matches!(
+                classify(canonical_ip(ip)),
+                AddressClass::Metadata | AddressClass::LinkLocal
+            ) {
+                return Err("upstream is a cloud metadata or link-local address".into());
             }
             ip.to_string()
         }
         Some(url::Host::Ipv6(ip)) => {
             let ipa = std::net::IpAddr::V6(ip);
-            if classify(canonical_ip(ipa)) == AddressClass::Metadata {
-                return Err("upstream is a cloud metadata address".into());
+            if matches!(
+                classify(canonical_ip(ipa)),
+                AddressClass::Metadata | AddressClass::LinkLocal
+            ) {
+                return Err("upstream is a cloud metadata or link-local address".into());
             }
             ip.to_string()
         }
@@ -591,5 +597,9 @@ upstream = "https://api.example.com"
             .replace("\"127.0.0.1\", ", "\"169.254.169.254\", ")
             .replace("http://127.0.0.1:9/", "http://169.254.169.254/");
         assert_eq!(parse(&meta).unwrap_err().code(), "PC-GW-003");
+        let link_local = OK
+            .replace("\"127.0.0.1\", ", "\"169.254.1.1\", ")
+            .replace("http://127.0.0.1:9/", "http://169.254.1.1/");
+        assert_eq!(parse(&link_local).unwrap_err().code(), "PC-GW-003");
     }
 }

@@ -345,11 +345,10 @@ impl Sink {
             if end <= from {
                 break;
             }
-            let mut records = self.wal.read(from, end)?;
+            let records = self.wal.read(from, end, MAX_BATCH_EVENTS)?;
             if records.is_empty() {
                 break;
             }
-            records.truncate(MAX_BATCH_EVENTS);
             let last = records.last().map_or(from, |r| r.1);
             let events: Vec<Value> = records.into_iter().map(|r| r.0).collect();
             let result = crate::store::events::append(

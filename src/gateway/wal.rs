@@ -293,11 +293,13 @@ impl Wal {
         self.lock().records_written
     }
 
-    /// Records between `from` and `to` (both durable positions).
+    /// Records between `from` and `to` (both durable positions), at most
+    /// `limit` (whole segments are read, one at a time).
     pub fn read(
         &self,
         from: Position,
         to: Position,
+        limit: usize,
     ) -> Result<Vec<(Value, Position)>, GatewayError> {
         let io = |e: std::io::Error| GatewayError::State {
             path: self.dir.display().to_string(),
@@ -306,7 +308,7 @@ impl Wal {
         let mut out = Vec::new();
         let mut seg = from.segment.max(1);
         let mut offset = from.offset;
-        while seg <= to.segment {
+        while seg <= to.segment && out.len() < limit {
             let end = (seg == to.segment).then_some(to.offset);
             let path = segment_path(&self.dir, seg);
             if path.exists() {
@@ -323,6 +325,7 @@ impl Wal {
             seg += 1;
             offset = 0;
         }
+        out.truncate(limit);
         Ok(out)
     }
 
@@ -431,11 +434,11 @@ mod tests {
         assert_eq!(replay.len(), 2);
         assert_eq!(replay[1].1, end);
         wal.append(&[b"{\"a\":4}".to_vec()]).unwrap();
-        let all = wal.read(Position::default(), wal.end()).unwrap();
+        let all = wal.read(Position::default(), wal.end(), usize::MAX).unwrap();
         let vals: Vec<i64> = all.iter().map(|(v, _)| v["a"].as_i64().unwrap()).collect();
         assert_eq!(vals, [1, 2, 4]);
         // Reading from a checkpoint returns only what follows it.
-        let after = wal.read(end, wal.end()).unwrap();
+        let after = wal.read(end, wal.end(), usize::MAX).unwrap();
         assert_eq!(after.len(), 1);
     }
 }
