@@ -42,6 +42,10 @@ struct File {
     #[serde(default)]
     flush_interval_ms: Option<u64>,
     #[serde(default)]
+    compact_interval_seconds: Option<u64>,
+    #[serde(default)]
+    version_retention_seconds: Option<u64>,
+    #[serde(default)]
     network: NetworkEntry,
     #[serde(default)]
     models: Vec<RouteEntry>,
@@ -181,6 +185,11 @@ pub struct GatewayConfig {
     pub max_connections: usize,
     /// How often captured events move from the WAL into `events.lance`.
     pub flush_interval: Duration,
+    /// How often the sink compacts `events.lance` (None: never).
+    pub compact_interval: Option<Duration>,
+    /// How long replaced versions of `events.lance` are kept for readers
+    /// pinned to them.
+    pub version_retention: Duration,
     /// Upstream hosts allowed, as written.
     pub allow_hosts: Vec<String>,
     /// The same, parsed.
@@ -342,6 +351,20 @@ impl GatewayConfig {
             512,
         )? as usize;
         let flush_ms = in_range("flush_interval_ms", file.flush_interval_ms, 10, 60_000, 500)?;
+        let compact_s = in_range(
+            "compact_interval_seconds",
+            file.compact_interval_seconds,
+            0,
+            86_400 * 7,
+            300,
+        )?;
+        let retention_s = in_range(
+            "version_retention_seconds",
+            file.version_retention_seconds,
+            60,
+            86_400 * 30,
+            3600,
+        )?;
         let secs = file.upstream_timeout_seconds.unwrap_or(300.0);
         if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
             return Err(bad("upstream_timeout_seconds must be in (0, 86400]".into()));
@@ -358,6 +381,8 @@ impl GatewayConfig {
             upstream_timeout: Duration::from_secs_f64(secs),
             max_connections,
             flush_interval: Duration::from_millis(flush_ms),
+            compact_interval: (compact_s > 0).then(|| Duration::from_secs(compact_s)),
+            version_retention: Duration::from_secs(retention_s),
             allow_hosts: file.network.allow_hosts,
             allow,
             allow_http: file.network.allow_http,

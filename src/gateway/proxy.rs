@@ -210,7 +210,11 @@ pub fn start(opts: GatewayOptions) -> Result<GatewayHandle, GatewayError> {
         Arc::clone(&wal),
         checkpoint,
         store_version.is_some(),
-        cfg.flush_interval,
+        super::sink::SinkTiming {
+            interval: cfg.flush_interval,
+            compact_every: cfg.compact_interval,
+            retention: cfg.version_retention,
+        },
         opts.on_flush.clone(),
         opts.quiet,
     );

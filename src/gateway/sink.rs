@@ -222,6 +222,12 @@ pub struct SinkStatus {
     pub last_error: Option<String>,
     /// WAL position in events.lance.
     pub position: Position,
+    /// Compactions of events.lance since start.
+    pub compactions: u64,
+    /// Time of the last compaction.
+    pub last_compaction_unix_ms: Option<i64>,
+    /// Old versions of events.lance removed since start.
+    pub versions_removed: u64,
 }
 
 /// The background mover.
@@ -235,8 +241,20 @@ pub struct Sink {
     stop: Mutex<bool>,
     wake: Condvar,
     interval: Duration,
+    compact_every: Option<Duration>,
+    retention: Duration,
     on_flush: Option<Arc<dyn Fn() + Send + Sync>>,
     quiet: bool,
+}
+
+/// How the sink appends and tidies.
+pub struct SinkTiming {
+    /// Between appends.
+    pub interval: Duration,
+    /// Between compactions (None: never).
+    pub compact_every: Option<Duration>,
+    /// How long replaced versions stay readable.
+    pub retention: Duration,
 }
 
 impl Sink {
@@ -247,7 +265,7 @@ impl Sink {
         wal: Arc<Wal>,
         checkpoint: Checkpoint,
         exists: bool,
-        interval: Duration,
+        timing: SinkTiming,
         on_flush: Option<Arc<dyn Fn() + Send + Sync>>,
         quiet: bool,
     ) -> Arc<Sink> {
@@ -265,7 +283,9 @@ impl Sink {
             exists: AtomicBool::new(exists),
             stop: Mutex::new(false),
             wake: Condvar::new(),
-            interval,
+            interval: timing.interval,
+            compact_every: timing.compact_every,
+            retention: timing.retention,
             on_flush,
             quiet,
         })
@@ -283,6 +303,7 @@ impl Sink {
     pub fn run(self: Arc<Self>) {
         let mut backoff = self.interval;
         let mut warned = Instant::now() - Duration::from_secs(3600);
+        let mut last_compaction = Instant::now();
         loop {
             {
                 let g = self
@@ -301,7 +322,16 @@ impl Sink {
                 }
             }
             match self.flush() {
-                Ok(_) => backoff = self.interval,
+                Ok(_) => {
+                    backoff = self.interval;
+                    if self
+                        .compact_every
+                        .is_some_and(|every| last_compaction.elapsed() >= every)
+                    {
+                        last_compaction = Instant::now();
+                        self.compact();
+                    }
+                }
                 Err(e) => {
                     backoff = (backoff * 2).min(Duration::from_secs(30));
                     if warned.elapsed() > Duration::from_secs(30) && !self.quiet {
@@ -319,6 +349,33 @@ impl Sink {
                 "warning[{}]: {e}; events stay in the WAL and are appended at the next start",
                 e.code()
             );
+        }
+    }
+
+    /// Merge the small fragments appends leave and drop versions older than
+    /// the retention. Failures are reported and tried again next time.
+    fn compact(&self) {
+        if !self.exists.load(Ordering::SeqCst) {
+            return;
+        }
+        match crate::store::events::maintain(&self.events_path, self.retention) {
+            Ok((_, _, versions)) => {
+                let mut st = self
+                    .status
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                st.compactions += 1;
+                st.last_compaction_unix_ms = Some(chrono::Utc::now().timestamp_millis());
+                st.versions_removed += versions;
+                if let Ok(Some(v)) = crate::store::events::latest_version(&self.events_path) {
+                    st.lance_version = Some(v);
+                }
+            }
+            Err(e) => {
+                if !self.quiet {
+                    eprintln!("warning[PC-GW-012]: compacting events.lance failed: {e}");
+                }
+            }
         }
     }
 
@@ -349,6 +406,10 @@ impl Sink {
             if records.is_empty() {
                 break;
             }
+            // A full batch means more is waiting: append again at once;
+            // otherwise the next append waits for the interval, so appends
+            // stay few and their fragments large.
+            let more = records.len() == MAX_BATCH_EVENTS;
             let last = records.last().map_or(from, |r| r.1);
             let events: Vec<Value> = records.into_iter().map(|r| r.0).collect();
             let result = crate::store::events::append(
@@ -399,6 +460,10 @@ impl Sink {
             st.last_flush_unix_ms = Some(chrono::Utc::now().timestamp_millis());
             st.last_error = None;
             st.position = last;
+            drop(st);
+            if !more {
+                break;
+            }
         }
         if total > 0 {
             if let Some(f) = &self.on_flush {

@@ -434,7 +434,9 @@ mod tests {
         assert_eq!(replay.len(), 2);
         assert_eq!(replay[1].1, end);
         wal.append(&[b"{\"a\":4}".to_vec()]).unwrap();
-        let all = wal.read(Position::default(), wal.end(), usize::MAX).unwrap();
+        let all = wal
+            .read(Position::default(), wal.end(), usize::MAX)
+            .unwrap();
         let vals: Vec<i64> = all.iter().map(|(v, _)| v["a"].as_i64().unwrap()).collect();
         assert_eq!(vals, [1, 2, 4]);
         // Reading from a checkpoint returns only what follows it.

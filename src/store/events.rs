@@ -200,3 +200,30 @@ pub fn max_seq(path: &str, version: u64) -> Result<Option<i64>, StoreError> {
     }
     Ok(best)
 }
+
+/// Compact the events table at `path` (merge small fragments into larger
+/// ones) and remove versions older than `retention`. Returns (fragments
+/// removed, fragments added, versions removed).
+pub fn maintain(path: &str, retention: std::time::Duration) -> Result<(u64, u64, u64), StoreError> {
+    use lance::dataset::optimize::{compact_files, CompactionOptions};
+    let p = path.to_string();
+    runtime().block_on(async move {
+        let Some(version) = lance_io::latest_version(&p).await? else {
+            return Ok((0, 0, 0));
+        };
+        let mut ds = lance_io::open_at(&p, version).await?;
+        let m = compact_files(&mut ds, CompactionOptions::default(), None)
+            .await
+            .map_err(lance_io::lance_err)?;
+        let older = chrono::TimeDelta::from_std(retention).unwrap_or(chrono::TimeDelta::MAX);
+        let stats = ds
+            .cleanup_old_versions(older, None, None)
+            .await
+            .map_err(lance_io::lance_err)?;
+        Ok((
+            m.fragments_removed as u64,
+            m.fragments_added as u64,
+            stats.old_versions,
+        ))
+    })
+}

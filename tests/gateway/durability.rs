@@ -223,3 +223,52 @@ fn a_second_gateway_on_the_same_state_is_refused_and_sigterm_flushes() {
     let (req, resp, _) = stored_calls(&s);
     assert_eq!((req.len(), resp.len()), (1, 1));
 }
+
+#[test]
+fn the_sink_compacts_events_lance_without_changing_what_it_holds() {
+    let up = Upstream::start(0);
+    let s = Setup::new();
+    let wh = s.warehouse("");
+    let cfg = s.gateway(&up, "compact_interval_seconds = 1");
+    let gw = Gateway::start(
+        s.path(),
+        &[
+            "--config",
+            wh.to_str().unwrap(),
+            "--gateway",
+            cfg.to_str().unwrap(),
+        ],
+    );
+    for i in 0..6 {
+        let r = gw.post(
+            "/v1/chat/completions",
+            &[("x-pchronicle-session-id", "compact")],
+            &json!({"model": "m", "messages": [{"role": "user", "content": format!("q{i}")}]}),
+        );
+        assert_eq!(r.status, 200);
+        gw.wait_flushed();
+    }
+    let t = Instant::now();
+    loop {
+        let st = gw.admin("/admin/status");
+        if st["sink"]["compactions"].as_u64().unwrap_or(0) >= 1 {
+            assert!(st["sink"]["appends"].as_u64().unwrap() >= 2, "{st}");
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{st}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(gw.stop(), Some(0));
+    let fragments = std::fs::read_dir(s.ds().join("events.lance/data"))
+        .unwrap()
+        .count();
+    let rows = query(
+        s.path(),
+        &s.ds(),
+        "SELECT count(*) AS n FROM dataset.events",
+    );
+    assert_eq!(rows[0]["n"], 12);
+    let steps = steps_of(&s);
+    assert_eq!(steps.len(), 12, "six questions and six answers");
+    assert!(fragments >= 1);
+}
