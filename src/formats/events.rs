@@ -110,11 +110,8 @@ pub fn request_messages(protocol: Protocol, body: &Value) -> Vec<Value> {
         },
         Protocol::AnthropicMessages => {
             let mut out = Vec::new();
-            match body.get("system") {
-                Some(s @ (Value::String(_) | Value::Array(_))) => {
-                    out.push(json!({"role": "system", "content": content_text(s)}));
-                }
-                _ => {}
+            if let Some(sys @ (Value::String(_) | Value::Array(_))) = body.get("system") {
+                out.push(json!({"role": "system", "content": content_text(sys)}));
             }
             if let Some(Value::Array(msgs)) = body.get("messages") {
                 for m in msgs {
@@ -503,7 +500,7 @@ fn assemble_anthropic(events: &[Value]) -> Option<Value> {
         match e.get("type").and_then(Value::as_str) {
             Some("message_start") => {
                 if let Some(Value::Object(m)) = e.get("message") {
-                    message = m.clone();
+                    message.clone_from(m);
                 }
             }
             Some("content_block_start") => {
@@ -623,9 +620,9 @@ fn http_field<'a>(payload: &'a Value, key: &str, flat: &str) -> Option<&'a Value
 }
 
 fn rfc3339(ms: i64) -> Value {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| Value::String(t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)))
-        .unwrap_or(Value::Null)
+    chrono::DateTime::from_timestamp_millis(ms).map_or(Value::Null, |t| {
+        Value::String(t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+    })
 }
 
 /// Project deduplicated events (each with its duplicate count) onto one
@@ -786,7 +783,7 @@ fn project_session(sid: &str, events: &[(&Value, i64)], ctx: &mut DecodeCtx) -> 
             .and_then(|t| t.get("ttft_ms"))
             .and_then(Value::as_f64)
             .map(|v| v as i64);
-        turn.metrics = reply.usage.clone();
+        turn.metrics.clone_from(&reply.usage);
         turn.extra = Some(json!({ "call_id": cid }));
         if let Some(Value::Array(tcs)) = mo.get("tool_calls") {
             let c = convert_calls(tcs, id, ctx, &format!("call {cid}"));

@@ -140,6 +140,7 @@ impl std::fmt::Debug for Route {
             .field("name", &self.name)
             .field("provider", &self.provider)
             .field("upstream", &self.upstream)
+            .field("upstream_host", &self.upstream_host)
             .field("api_key_env", &self.api_key_env)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("forward", &self.forward)

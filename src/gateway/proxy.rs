@@ -226,7 +226,7 @@ pub fn start(opts: GatewayOptions) -> Result<GatewayHandle, GatewayError> {
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(cfg.upstream_timeout.min(Duration::from_secs(30)))
         .read_timeout(cfg.upstream_timeout)
-        .pool_idle_timeout(Duration::from_secs(60))
+        .pool_idle_timeout(Duration::from_mins(1))
         .build()
         .map_err(|e| GatewayError::Config {
             path: cfg.path.clone(),
@@ -261,7 +261,7 @@ pub fn start(opts: GatewayOptions) -> Result<GatewayHandle, GatewayError> {
     let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
     let limits = HttpLimits {
         head_timeout: Duration::from_secs(10),
-        body_timeout: Duration::from_secs(120),
+        body_timeout: Duration::from_mins(2),
         idle_timeout: Duration::from_secs(75),
         write_timeout: cfg.upstream_timeout,
         max_head_bytes: 64 << 10,

@@ -259,6 +259,7 @@ pub struct SinkTiming {
 
 impl Sink {
     /// A sink for `events_path` resuming at `checkpoint`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         events_path: String,
         state_dir: PathBuf,
@@ -302,7 +303,7 @@ impl Sink {
     /// Run until [`Sink::stop`], appending every `interval`.
     pub fn run(self: Arc<Self>) {
         let mut backoff = self.interval;
-        let mut warned = Instant::now() - Duration::from_secs(3600);
+        let mut warned: Option<Instant> = None;
         let mut last_compaction = Instant::now();
         loop {
             {
@@ -334,12 +335,12 @@ impl Sink {
                 }
                 Err(e) => {
                     backoff = (backoff * 2).min(Duration::from_secs(30));
-                    if warned.elapsed() > Duration::from_secs(30) && !self.quiet {
+                    if warned.is_none_or(|w| w.elapsed() > Duration::from_secs(30)) && !self.quiet {
                         eprintln!(
                             "warning[{}]: {e}; events stay in the WAL and are retried",
                             e.code()
                         );
-                        warned = Instant::now();
+                        warned = Some(Instant::now());
                     }
                 }
             }

@@ -35,6 +35,12 @@ pub struct Setup {
     pub dir: tempfile::TempDir,
 }
 
+impl Default for Setup {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Setup {
     pub fn new() -> Setup {
         let dir = tempfile::tempdir().unwrap();
@@ -197,7 +203,7 @@ impl Gateway {
             if s["wal"]["pending"] == Value::Bool(false) && s["in_flight_requests"] == 0 {
                 return;
             }
-            assert!(t.elapsed() < Duration::from_secs(60), "not flushed: {s}");
+            assert!(t.elapsed() < Duration::from_mins(1), "not flushed: {s}");
             std::thread::sleep(Duration::from_millis(50));
         }
     }
