@@ -106,8 +106,14 @@ STATUS=$(curl -sf "$ADMIN/admin/status")
 RSS=$(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$GW/status")
 kill "$GW"; wait "$GW" 2>/dev/null || true
 EVENTS=$("$PC" query "$WORK/ds" "SELECT count(*) AS n FROM dataset.events" --format csv 2>/dev/null | tail -1)
+T0=$(date +%s.%N)
+STEPS=$("$PC" query "$WORK/ds" "SELECT count(*) AS n FROM dataset.steps" --format csv 2>/dev/null | tail -1)
+PROJ_MS=$(echo "$(date +%s.%N) $T0" | awk '{printf "%.0f", ($1-$2)*1000}')
+FRAGMENTS=$(find "$WORK/ds/events.lance/data" -name '*.lance' | wc -l)
 CAPTURED=$(echo "$STATUS" | jq '.captured_events')
 REQS=$(echo "$STATUS" | jq '.requests')
 echo
-echo "Through the Gateway: $REQS requests answered (wrk counted $TOTAL completed), $CAPTURED events captured, $EVENTS rows in events.lance after the run ($(du -sm "$WORK/ds/events.lance" | cut -f1) MB), $(echo "$STATUS" | jq '.sink.appends') Lance appends; Gateway RSS $RSS MiB at the end of the load."
+echo "Through the Gateway: $REQS requests answered (wrk counted $TOTAL completed), $CAPTURED events captured, $EVENTS rows in events.lance after the run ($(du -sm "$WORK/ds/events.lance" | cut -f1) MB, $FRAGMENTS data files, $(echo "$STATUS" | jq '.sink.appends') appends, $(echo "$STATUS" | jq '.sink.compactions') compactions); Gateway RSS $RSS MiB at the end of the load."
+echo
+echo "Reading it back: \`pchronicle query DS \"SELECT count(*) FROM dataset.steps\"\` projects the captured sessions into $STEPS steps in $PROJ_MS ms (whole process)."
 if [ "$EVENTS" -lt $((2 * TOTAL)) ]; then echo "captured events missing: $EVENTS < 2 × $TOTAL" >&2; exit 1; fi

@@ -373,11 +373,13 @@ fn listing_follows_local_discovery_rules() {
         sources,
         [
             ("a.json".to_string(), "ready".to_string()),
-            ("events.lance".into(), "error".into()),
+            ("events.lance".into(), "ready".into()),
             ("sub/c.json".into(), "ready".into()),
         ]
     );
-    assert_eq!(v["sources"][1]["reason"]["code"], "PC-S3-019");
+    // An events store is pinned at the newest manifest its listing shows.
+    assert_eq!(v["sources"][1]["format"], "events-lance");
+    assert_eq!(v["sources"][1]["snapshot_ref"], "lance:version=1");
     // An empty prefix has no Sources: the same exit as an empty directory.
     let o = env.run(&with_allow(&["ls", &format!("s3://{b}/nothing-here/")]));
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
