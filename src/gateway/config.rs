@@ -265,6 +265,11 @@ impl GatewayConfig {
         {
             return Err(bad("session_header must be a header name".into()));
         }
+        if super::proxy::is_sensitive_header(&session_header) {
+            return Err(bad(format!(
+                "session_header `{session_header}` carries credentials; choose another header"
+            )));
+        }
         let agent_id = file.agent_id.unwrap_or_else(|| "gateway".to_string());
         if agent_id.is_empty() || agent_id.len() > 256 {
             return Err(bad("agent_id must be 1 to 256 characters".into()));
@@ -341,7 +346,7 @@ impl GatewayConfig {
             "max_capture_bytes",
             file.max_capture_bytes,
             1024,
-            super::wal::MAX_RECORD_BYTES as u64 / 2,
+            super::wal::MAX_RECORD_BYTES as u64 / 8,
             16 << 20,
         )?;
         let max_connections = in_range(

@@ -108,6 +108,9 @@ pub enum GatewayError {
     /// The Host header names another site.
     #[error("Host `{0}` is not a loopback name")]
     Host(String),
+    /// A browser page of another site sent the request.
+    #[error("requests from web pages (an Origin header, or Sec-Fetch-Site other than none or same-origin) are refused: the Gateway spends its routes' keys only for programs")]
+    CrossSite,
 }
 
 impl GatewayError {
@@ -128,6 +131,7 @@ impl GatewayError {
             GatewayError::Sink(_) => "PC-GW-012",
             GatewayError::NotFound(_) => "PC-GW-013",
             GatewayError::Host(_) => "PC-GW-014",
+            GatewayError::CrossSite => "PC-GW-015",
         }
     }
 
@@ -140,6 +144,7 @@ impl GatewayError {
             GatewayError::UpstreamTimeout { .. } => 504,
             GatewayError::Capture { .. } | GatewayError::Sink(_) => 503,
             GatewayError::Host(_) => 421,
+            GatewayError::CrossSite => 403,
             _ => 500,
         }
     }

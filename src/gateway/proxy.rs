@@ -47,6 +47,12 @@ const NOT_RETURNED: &[&str] = &[
     "trailer",
     "upgrade",
     "proxy-connection",
+    "access-control-allow-origin",
+    "access-control-allow-credentials",
+    "access-control-allow-headers",
+    "access-control-allow-methods",
+    "access-control-expose-headers",
+    "access-control-max-age",
 ];
 /// Header names whose values are credentials.
 const SENSITIVE: &[&str] = &[
@@ -60,6 +66,11 @@ const SENSITIVE: &[&str] = &[
     "openai-api-key",
     "anthropic-api-key",
 ];
+/// Whether `name` (lower case) carries credentials.
+pub fn is_sensitive_header(name: &str) -> bool {
+    SENSITIVE.contains(&name)
+}
+
 /// The placeholder written instead of a credential.
 pub const REDACTED: &str = "<redacted>";
 
@@ -144,7 +155,7 @@ struct Core {
     stats: Stats,
     debug: bool,
     quiet: bool,
-    markdown: Option<Mutex<std::sync::mpsc::Sender<Value>>>,
+    markdown: Option<Mutex<std::sync::mpsc::SyncSender<Value>>>,
     started: Instant,
     replayed: u64,
 }
@@ -181,7 +192,6 @@ pub fn start(opts: GatewayOptions) -> Result<GatewayHandle, GatewayError> {
             offset: 0,
         };
     }
-    let (wal, replay) = Wal::open(&opts.state_dir.join("wal"), checkpoint.position)?;
     let store_version = crate::store::events::latest_version(&opts.events_path)
         .map_err(|e| GatewayError::Sink(e.to_string()))?;
     if fresh {
@@ -194,16 +204,15 @@ pub fn start(opts: GatewayOptions) -> Result<GatewayHandle, GatewayError> {
     }
     let mut next_seq = checkpoint.next_seq;
     let mut live = checkpoint.index.clone();
-    for (v, _) in &replay {
-        live.apply(v);
+    // Records after the checkpoint are counted as they are read, not kept.
+    let (wal, replayed) = Wal::open(&opts.state_dir.join("wal"), checkpoint.position, &mut |v| {
+        live.apply(&v);
         if let Some(s) = v.get("seq").and_then(Value::as_i64) {
             next_seq = next_seq.max(s + 1);
         }
-    }
+    })?;
     // Calls the previous run did not answer will never be answered.
     live.close_open_calls();
-    let replayed = replay.len() as u64;
-    drop(replay);
     let sink = Sink::new(
         opts.events_path.clone(),
         opts.state_dir.clone(),
@@ -233,7 +242,8 @@ pub fn start(opts: GatewayOptions) -> Result<GatewayHandle, GatewayError> {
             reason: format!("cannot build the HTTP client: {e}"),
         })?;
     let markdown = opts.stream_markdown.then(|| {
-        let (tx, rx) = std::sync::mpsc::channel::<Value>();
+        // Bounded: a slow disk drops Markdown lines, never holds events.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Value>(1024);
         let dir = opts.state_dir.join("markdown");
         std::thread::Builder::new()
             .name("pchronicle-markdown".into())
@@ -439,18 +449,39 @@ impl Core {
         out
     }
 
+    /// Replace every configured key value in the strings of `v`.
+    fn scrub_value(&self, v: &mut Value) {
+        match v {
+            Value::String(s) => {
+                if self.config.secrets().iter().any(|k| s.contains(k)) {
+                    *s = self.scrub(s);
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(|x| self.scrub_value(x)),
+            Value::Object(o) => {
+                let renamed: Vec<String> = o
+                    .keys()
+                    .filter(|k| self.config.secrets().iter().any(|s| k.contains(s)))
+                    .cloned()
+                    .collect();
+                for k in renamed {
+                    if let Some(x) = o.remove(&k) {
+                        o.insert(self.scrub(&k), x);
+                    }
+                }
+                o.values_mut().for_each(|x| self.scrub_value(x));
+            }
+            _ => {}
+        }
+    }
+
     /// Make `ev` durable; then count it.
-    fn commit(&self, ev: Value) -> Result<(), GatewayError> {
+    fn commit(&self, mut ev: Value) -> Result<(), GatewayError> {
+        self.scrub_value(&mut ev);
         let text = serde_json::to_string(&ev).map_err(|e| GatewayError::Capture {
             reason: e.to_string(),
         })?;
-        let scrubbed = self.scrub(&text);
-        let ev = if scrubbed.len() == text.len() && scrubbed == text {
-            ev
-        } else {
-            serde_json::from_str(&scrubbed).unwrap_or(ev)
-        };
-        if let Err(e) = self.wal.append(&[scrubbed.into_bytes()]) {
+        if let Err(e) = self.wal.append(&[text.into_bytes()]) {
             self.stats.capture_failures.fetch_add(1, Ordering::Relaxed);
             return Err(e);
         }
@@ -463,7 +494,7 @@ impl Core {
             let _ = m
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .send(ev);
+                .try_send(ev);
         }
         Ok(())
     }
@@ -541,6 +572,35 @@ fn captured_headers(headers: &[(String, String)], secrets: &[&str]) -> Value {
     Value::Object(m)
 }
 
+/// A query string with the values of credential-like parameters replaced.
+fn redact_query(q: &str) -> String {
+    q.split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((k, _)) => {
+                let low = k.to_ascii_lowercase();
+                if [
+                    "key",
+                    "token",
+                    "secret",
+                    "sig",
+                    "password",
+                    "auth",
+                    "credential",
+                ]
+                .iter()
+                .any(|w| low.contains(w))
+                {
+                    format!("{k}={REDACTED}")
+                } else {
+                    pair.to_string()
+                }
+            }
+            None => pair.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
 /// A body as captured: JSON when it parses, else text; cut past `cap`.
 fn captured_body(bytes: &[u8], cap: u64) -> (Value, &'static str, bool) {
     if bytes.len() as u64 > cap {
@@ -598,6 +658,13 @@ impl Handler for Proxy {
 }
 
 fn check_host(req: &HttpRequest) -> Result<(), GatewayError> {
+    // A page in a browser must not spend the routes' keys: requests that a
+    // browser marks as coming from a page (Origin, or a Sec-Fetch-Site
+    // other than none/same-origin) are refused. Programs send neither.
+    let site = req.header("sec-fetch-site").map(str::to_ascii_lowercase);
+    if req.header("origin").is_some() || site.is_some_and(|s| s != "none" && s != "same-origin") {
+        return Err(GatewayError::CrossSite);
+    }
     match req.header("host") {
         Some(h) if !crate::web::server::loopback_host(h) => Err(GatewayError::Host(
             crate::util::text::escape_control(h).into_owned(),
@@ -673,6 +740,11 @@ fn exchange(core: &Arc<Core>, req: HttpRequest) -> Result<HttpResponse, GatewayE
             "the request body has no string `model`".into(),
         ));
     };
+    if model.is_empty() || model.len() > 256 || model.chars().any(char::is_control) {
+        return Err(GatewayError::BadRequest(
+            "`model` must be 1 to 256 printable characters".into(),
+        ));
+    }
     let provider = match protocol {
         Protocol::AnthropicMessages => Provider::Anthropic,
         _ => Provider::OpenAi,
@@ -712,11 +784,15 @@ fn exchange(core: &Arc<Core>, req: HttpRequest) -> Result<HttpResponse, GatewayE
         url.push('?');
         url.push_str(q);
     }
+    let captured_url = match &query {
+        Some(q) => format!("{}{}?{}", ctx.route.upstream, path, redact_query(q)),
+        None => url.clone(),
+    };
     let secrets = core.config.secrets();
     // The request event: durable before anything goes upstream.
     let mut http = json!({
         "method": req.method,
-        "url": url,
+        "url": captured_url,
         "path": path,
         "headers": captured_headers(&req.headers, &secrets),
         "headers_redacted": true,
@@ -1034,6 +1110,10 @@ fn relay_stream(
     let mut total = 0u64;
     let mut client_gone: Option<std::io::Error> = None;
     let mut upstream_error: Option<String> = None;
+    // The newest chunk is held back until the next one arrives, and the
+    // last one until the response event is durable: a client never holds
+    // the whole answer (its final SSE event included) before its capture.
+    let mut held: Option<bytes::Bytes> = None;
     loop {
         match rt.block_on(resp.chunk()) {
             Ok(Some(c)) => {
@@ -1048,9 +1128,11 @@ fn relay_stream(
                 } else {
                     wire_cut = true;
                 }
-                if let Err(e) = w.write_all(&c).and_then(|()| w.flush()) {
-                    client_gone = Some(e);
-                    break;
+                if let Some(prev) = held.replace(c) {
+                    if let Err(e) = w.write_all(&prev).and_then(|()| w.flush()) {
+                        client_gone = Some(e);
+                        break;
+                    }
                 }
             }
             Ok(None) => break,
@@ -1154,6 +1236,10 @@ fn relay_stream(
         core.stats.upstream_errors.fetch_add(1, Ordering::Relaxed);
         return Err(std::io::Error::other(e));
     }
+    if let Some(last) = held {
+        w.write_all(&last)?;
+        w.flush()?;
+    }
     Ok(())
 }
 
@@ -1166,6 +1252,9 @@ fn markdown_writer(dir: &std::path::Path, rx: &std::sync::mpsc::Receiver<Value>)
     }
     let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for ev in rx {
+        if seen.len() > 10_000 {
+            seen.clear();
+        }
         let sid = ev
             .get("session_id")
             .and_then(Value::as_str)

@@ -421,6 +421,16 @@ impl Sink {
             let version = match result {
                 Ok(v) => v,
                 Err(e) => {
+                    // A create that committed but reported an error (or a
+                    // table made meanwhile): append from now on.
+                    if !self.exists.load(Ordering::SeqCst)
+                        && matches!(
+                            crate::store::events::latest_version(&self.events_path),
+                            Ok(Some(_))
+                        )
+                    {
+                        self.exists.store(true, Ordering::SeqCst);
+                    }
                     let msg = e.to_string();
                     self.status
                         .lock()

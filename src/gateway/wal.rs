@@ -83,9 +83,17 @@ pub fn encode(payload: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Records of one segment from `offset`: each payload with the offset just
-/// after it. Stops at the end or at the first torn or corrupt record.
-fn read_segment(path: &Path, offset: u64, end: Option<u64>) -> std::io::Result<Vec<(Value, u64)>> {
+/// Records of one segment from `offset` (at most `limit`): each payload
+/// with the offset just after it, and the offset after the last intact
+/// record. Stops at the end or at the first torn or corrupt record. An
+/// intact record whose payload is not JSON (never written by this program)
+/// is skipped, not treated as the end.
+fn read_segment(
+    path: &Path,
+    offset: u64,
+    end: Option<u64>,
+    limit: usize,
+) -> std::io::Result<(Vec<(Value, u64)>, u64)> {
     let mut f = File::open(path)?;
     f.seek(SeekFrom::Start(offset))?;
     let mut bytes = Vec::new();
@@ -99,7 +107,7 @@ fn read_segment(path: &Path, offset: u64, end: Option<u64>) -> std::io::Result<V
     }
     let mut out = Vec::new();
     let mut at = 0usize;
-    while bytes.len() - at >= HEADER {
+    while bytes.len() - at >= HEADER && out.len() < limit {
         if &bytes[at..at + 4] != MAGIC {
             break;
         }
@@ -111,13 +119,12 @@ fn read_segment(path: &Path, offset: u64, end: Option<u64>) -> std::io::Result<V
         if blake3::hash(payload).as_bytes()[..8] != bytes[at + 8..at + 16] {
             break;
         }
-        let Ok(v) = serde_json::from_slice::<Value>(payload) else {
-            break;
-        };
         at += HEADER + len;
-        out.push((v, offset + at as u64));
+        if let Ok(v) = serde_json::from_slice::<Value>(payload) {
+            out.push((v, offset + at as u64));
+        }
     }
-    Ok(out)
+    Ok((out, offset + at as u64))
 }
 
 /// Count the valid records after `from` without changing anything.
@@ -125,7 +132,9 @@ pub fn count_after(dir: &Path, from: Position) -> std::io::Result<u64> {
     let mut n = 0u64;
     for seg in segments(dir)?.into_iter().filter(|&s| s >= from.segment) {
         let start = if seg == from.segment { from.offset } else { 0 };
-        n += read_segment(&segment_path(dir, seg), start, None)?.len() as u64;
+        n += read_segment(&segment_path(dir, seg), start, None, usize::MAX)?
+            .0
+            .len() as u64;
     }
     Ok(n)
 }
@@ -157,14 +166,15 @@ impl Wal {
     pub fn open(
         dir: &Path,
         from: Position,
-    ) -> Result<(Arc<Wal>, Vec<(Value, Position)>), GatewayError> {
+        on_record: &mut dyn FnMut(Value),
+    ) -> Result<(Arc<Wal>, u64), GatewayError> {
         let io = |e: std::io::Error| GatewayError::State {
             path: dir.display().to_string(),
             reason: e.to_string(),
         };
         std::fs::create_dir_all(dir).map_err(io)?;
         let segs = segments(dir).map_err(io)?;
-        let mut replay = Vec::new();
+        let mut replayed = 0u64;
         let mut end = if from.segment == 0 {
             Position {
                 segment: 1,
@@ -177,16 +187,11 @@ impl Wal {
         for &n in segs.iter().filter(|&&n| n >= first) {
             let start = if n == from.segment { from.offset } else { 0 };
             let path = segment_path(dir, n);
-            let recs = read_segment(&path, start, None).map_err(io)?;
-            let valid_end = recs.last().map_or(start, |r| r.1);
-            for (v, off) in recs {
-                replay.push((
-                    v,
-                    Position {
-                        segment: n,
-                        offset: off,
-                    },
-                ));
+            // One segment in memory at a time.
+            let (recs, valid_end) = read_segment(&path, start, None, usize::MAX).map_err(io)?;
+            for (v, _) in recs {
+                replayed += 1;
+                on_record(v);
             }
             end = Position {
                 segment: n,
@@ -239,7 +244,7 @@ impl Wal {
             .name("pchronicle-wal".into())
             .spawn(move || w.writer(file))
             .map_err(io)?;
-        Ok((wal, replay))
+        Ok((wal, replayed))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -312,7 +317,8 @@ impl Wal {
             let end = (seg == to.segment).then_some(to.offset);
             let path = segment_path(&self.dir, seg);
             if path.exists() {
-                for (v, off) in read_segment(&path, offset, end).map_err(io)? {
+                let left = limit - out.len();
+                for (v, off) in read_segment(&path, offset, end, left).map_err(io)?.0 {
                     out.push((
                         v,
                         Position {
@@ -417,8 +423,8 @@ mod tests {
     #[test]
     fn torn_tail_is_cut_and_appends_continue() {
         let dir = tempfile::tempdir().unwrap();
-        let (wal, replay) = Wal::open(dir.path(), Position::default()).unwrap();
-        assert!(replay.is_empty());
+        let (wal, replayed) = Wal::open(dir.path(), Position::default(), &mut |_| {}).unwrap();
+        assert_eq!(replayed, 0);
         wal.append(&[b"{\"a\":1}".to_vec(), b"{\"a\":2}".to_vec()])
             .unwrap();
         let end = wal.end();
@@ -430,9 +436,12 @@ mod tests {
             .unwrap();
         f.write_all(&encode(b"{\"a\":3}")[..10]).unwrap();
         drop(f);
-        let (wal, replay) = Wal::open(dir.path(), Position::default()).unwrap();
-        assert_eq!(replay.len(), 2);
-        assert_eq!(replay[1].1, end);
+        let mut seen = Vec::new();
+        let (wal, replayed) =
+            Wal::open(dir.path(), Position::default(), &mut |v| seen.push(v)).unwrap();
+        assert_eq!(replayed, 2);
+        assert_eq!(seen[1]["a"], 2);
+        assert_eq!(wal.end(), end, "the torn record is cut");
         wal.append(&[b"{\"a\":4}".to_vec()]).unwrap();
         let all = wal
             .read(Position::default(), wal.end(), usize::MAX)

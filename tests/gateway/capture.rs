@@ -248,6 +248,13 @@ fn aliases_rewrite_the_model_and_sessions_without_header_follow_the_conversation
     let other =
         json!({"model": "alias-fast", "messages": [{"role": "user", "content": "another"}]});
     let r3 = gw.post("/v1/chat/completions", &[], &other);
+    // Credential-like query parameters are not stored.
+    let r4 = gw.post(
+        "/v1/chat/completions?api-key=qs-secret-77&debug=1",
+        &[],
+        &json!({"model": "plain", "messages": [{"role": "user", "content": "q"}]}),
+    );
+    assert_eq!(r4.status, 200, "{}", r4.text());
     let sid = |r: &crate::Response| r.header("x-pchronicle-session-id").unwrap().to_string();
     assert_eq!(sid(&r1), sid(&r2), "one conversation, one session");
     assert_ne!(sid(&r1), sid(&r3));
@@ -261,6 +268,18 @@ fn aliases_rewrite_the_model_and_sessions_without_header_follow_the_conversation
     assert_eq!(p["payload"]["requested_model"], "alias-fast");
     assert_eq!(p["payload"]["upstream_model"], "real-model");
     assert_eq!(p["payload"]["model_rewritten"], true);
+    let qs = query(
+        s.path(),
+        &s.ds(),
+        "SELECT payload_json FROM dataset.events WHERE model = 'plain' AND kind = 'http.request'",
+    );
+    let text = qs[0]["payload_json"].as_str().unwrap();
+    assert!(!text.contains("qs-secret-77"), "{text}");
+    let p: Value = serde_json::from_str(text).unwrap();
+    assert!(p["payload"]["http"]["url"]
+        .as_str()
+        .unwrap()
+        .ends_with("?api-key=<redacted>&debug=1"));
     let steps = query(
         s.path(),
         &s.ds(),

@@ -73,6 +73,14 @@ fn configurations_outside_the_policy_are_refused() {
             base.replace("provider = \"anthropic\"", "provider = \"gemini\""),
             "PC-GW-001",
         ),
+        (
+            base.replace("agent_id", "session_header = \"authorization\"\nagent_id"),
+            "PC-GW-001",
+        ),
+        (
+            base.replace("agent_id", "max_capture_bytes = 999999999\nagent_id"),
+            "PC-GW-001",
+        ),
     ];
     for (text, code) in cases {
         std::fs::write(&cfg, &text).unwrap();
@@ -186,6 +194,24 @@ fn requests_the_gateway_does_not_forward_are_refused() {
         &json!({"model": "m", "messages": []}),
     );
     assert_eq!((r.status, r.code().as_str()), (400, "PC-GW-006"));
+    let r = gw.post(
+        "/v1/chat/completions",
+        &[],
+        &json!({"model": "m".repeat(300), "messages": []}),
+    );
+    assert_eq!((r.status, r.code().as_str()), (400, "PC-GW-006"));
+    // Pages in a browser cannot spend the routes' keys.
+    for h in [
+        ("Origin", "https://evil.example"),
+        ("Sec-Fetch-Site", "cross-site"),
+    ] {
+        let r = gw.post(
+            "/v1/chat/completions",
+            &[h],
+            &json!({"model": "m", "messages": []}),
+        );
+        assert_eq!((r.status, r.code().as_str()), (403, "PC-GW-015"), "{h:?}");
+    }
     // No route for a protocol the routes do not serve: drop the anthropic route.
     drop(gw);
     let text = std::fs::read_to_string(&cfg).unwrap();

@@ -66,7 +66,8 @@ fn serve(stream: TcpStream, seen: &Mutex<Value>) {
         }
         let mut parts = line.split_whitespace();
         let method = parts.next().unwrap_or("").to_string();
-        let path = parts.next().unwrap_or("").to_string();
+        let target = parts.next().unwrap_or("");
+        let path = target.split('?').next().unwrap_or("").to_string();
         let mut headers: Vec<(String, String)> = Vec::new();
         loop {
             let mut h = String::new();
