@@ -452,10 +452,8 @@ impl Core {
     /// Replace every configured key value in the strings of `v`.
     fn scrub_value(&self, v: &mut Value) {
         match v {
-            Value::String(s) => {
-                if self.config.secrets().iter().any(|k| s.contains(k)) {
-                    *s = self.scrub(s);
-                }
+            Value::String(s) if self.config.secrets().iter().any(|k| s.contains(k)) => {
+                *s = self.scrub(s);
             }
             Value::Array(a) => a.iter_mut().for_each(|x| self.scrub_value(x)),
             Value::Object(o) => {
@@ -1110,9 +1108,10 @@ fn relay_stream(
     let mut total = 0u64;
     let mut client_gone: Option<std::io::Error> = None;
     let mut upstream_error: Option<String> = None;
-    // The newest chunk is held back until the next one arrives, and the
-    // last one until the response event is durable: a client never holds
-    // the whole answer (its final SSE event included) before its capture.
+    // Chunks are relayed as they arrive, except one that carries a stream's
+    // final SSE event (`[DONE]`, `message_stop`, `response.completed`…): it
+    // waits until more arrives or, at the end, until the response event is
+    // durable. A client never holds the final event before the capture.
     let mut held: Option<bytes::Bytes> = None;
     loop {
         match rt.block_on(resp.chunk()) {
@@ -1128,11 +1127,22 @@ fn relay_stream(
                 } else {
                     wire_cut = true;
                 }
-                if let Some(prev) = held.replace(c) {
-                    if let Err(e) = w.write_all(&prev).and_then(|()| w.flush()) {
-                        client_gone = Some(e);
-                        break;
-                    }
+                let mut out = Vec::with_capacity(2);
+                if let Some(prev) = held.take() {
+                    out.push(prev);
+                }
+                if is_final_chunk(&c) {
+                    held = Some(c);
+                } else {
+                    out.push(c);
+                }
+                if let Err(e) = out
+                    .iter()
+                    .try_for_each(|b| w.write_all(b))
+                    .and_then(|()| w.flush())
+                {
+                    client_gone = Some(e);
+                    break;
                 }
             }
             Ok(None) => break,
@@ -1241,6 +1251,19 @@ fn relay_stream(
         w.flush()?;
     }
     Ok(())
+}
+
+/// Whether an SSE chunk carries a stream's final event in one of the three
+/// protocols.
+fn is_final_chunk(c: &[u8]) -> bool {
+    const MARKERS: [&[u8]; 5] = [
+        b"[DONE]",
+        b"\"message_stop\"",
+        b"\"response.completed\"",
+        b"\"response.incomplete\"",
+        b"\"response.failed\"",
+    ];
+    MARKERS.iter().any(|m| c.windows(m.len()).any(|w| w == *m))
 }
 
 /// Append each committed event to `dir/<session>.md`: a diagnostic
@@ -1460,5 +1483,32 @@ fn admin(core: &Core, req: &HttpRequest) -> Result<Value, GatewayError> {
             "no admin route {}: use /admin/status or /admin/sessions",
             crate::util::text::escape_control(other)
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn final_sse_events_are_recognised() {
+        assert!(is_final_chunk(b"data: [DONE]\n\n"));
+        assert!(is_final_chunk(
+            b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+        ));
+        assert!(is_final_chunk(
+            b"event: response.completed\ndata: {\"type\":\"response.completed\"}\n\n"
+        ));
+        assert!(!is_final_chunk(
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"DONE\"}}]}\n\n"
+        ));
+    }
+
+    #[test]
+    fn credential_query_values_are_redacted() {
+        assert_eq!(
+            redact_query("api-key=abc&debug=1&access_token=x&x"),
+            "api-key=<redacted>&debug=1&access_token=<redacted>&x"
+        );
     }
 }
