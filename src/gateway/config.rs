@@ -12,8 +12,6 @@ use super::GatewayError;
 use crate::s3::policy::{canonical_ip, classify, AddressClass};
 use crate::s3::Allowlist;
 
-/// Largest configuration file accepted.
-const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// Most routes.
 const MAX_ROUTES: usize = 256;
 /// The default session header.
@@ -199,23 +197,28 @@ pub struct GatewayConfig {
     pub allow_http: bool,
     /// Routes, in order (the first match wins).
     pub routes: Vec<Route>,
+    /// The routes' key values of 4 characters or more, computed once.
+    secrets: Secrets,
+}
+
+/// Key values, never printed by `Debug`.
+#[derive(Clone)]
+struct Secrets(Vec<String>);
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<{} redacted>", self.0.len())
+    }
 }
 
 impl GatewayConfig {
     /// Read and check `path`; keys are read from the environment.
     pub fn load(path: &Path) -> Result<Self, GatewayError> {
-        let bad = |reason: String| GatewayError::Config {
-            path: path.display().to_string(),
-            reason,
-        };
-        let meta = std::fs::metadata(path).map_err(|e| bad(format!("cannot read: {e}")))?;
-        if !meta.is_file() {
-            return Err(bad("not a regular file".into()));
-        }
-        if meta.len() > MAX_CONFIG_BYTES {
-            return Err(bad(format!("larger than {MAX_CONFIG_BYTES} bytes")));
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read: {e}")))?;
+        let text =
+            crate::web::config::read_config_file(path).map_err(|reason| GatewayError::Config {
+                path: path.display().to_string(),
+                reason,
+            })?;
         Self::parse(&text, &path.display().to_string(), &|k| {
             std::env::var(k).ok()
         })
@@ -391,6 +394,13 @@ impl GatewayConfig {
             version_retention: Duration::from_secs(retention_s),
             allow_hosts: file.network.allow_hosts,
             allow,
+            secrets: Secrets(
+                routes
+                    .iter()
+                    .filter_map(|r| r.api_key.clone())
+                    .filter(|k| k.len() >= 4)
+                    .collect(),
+            ),
             allow_http: file.network.allow_http,
             routes,
         })
@@ -404,12 +414,8 @@ impl GatewayConfig {
     }
 
     /// Every configured key value (to scrub from anything written).
-    pub fn secrets(&self) -> Vec<&str> {
-        self.routes
-            .iter()
-            .filter_map(|r| r.api_key.as_deref())
-            .filter(|k| k.len() >= 4)
-            .collect()
+    pub fn secrets(&self) -> &[String] {
+        &self.secrets.0
     }
 }
 
@@ -560,6 +566,10 @@ upstream = "https://api.example.com"
     #[test]
     fn routes_match_in_order() {
         let c = parse(OK).unwrap();
+        assert!(
+            !format!("{c:?}").contains("sk-secret-value"),
+            "Debug hides keys"
+        );
         assert_eq!(
             c.route("gpt-4o", Provider::OpenAi).unwrap().upstream,
             "http://127.0.0.1:9"

@@ -547,7 +547,7 @@ impl Core {
 
 /// Header list → JSON object (repeated names joined with `, `), credentials
 /// replaced by [`REDACTED`] (the name stays).
-fn captured_headers(headers: &[(String, String)], secrets: &[&str]) -> Value {
+fn captured_headers(headers: &[(String, String)], secrets: &[String]) -> Value {
     let mut m: Map<String, Value> = Map::new();
     for (k, v) in headers {
         let name = k.to_ascii_lowercase();
@@ -792,7 +792,7 @@ fn exchange(core: &Arc<Core>, req: HttpRequest) -> Result<HttpResponse, GatewayE
         "method": req.method,
         "url": captured_url,
         "path": path,
-        "headers": captured_headers(&req.headers, &secrets),
+        "headers": captured_headers(&req.headers, secrets),
         "headers_redacted": true,
         "content_type": req.header("content-type"),
     });
@@ -937,7 +937,7 @@ fn exchange(core: &Arc<Core>, req: HttpRequest) -> Result<HttpResponse, GatewayE
         .collect();
     out_headers.push(("X-Pchronicle-Call-Id".into(), ctx.call_id.clone()));
     out_headers.push(("X-Pchronicle-Session-Id".into(), ctx.session_id.clone()));
-    let captured_resp_headers = captured_headers(&headers, &secrets);
+    let captured_resp_headers = captured_headers(&headers, secrets);
     if is_sse {
         let core2 = Arc::clone(core);
         let stream = BodyStream(Box::new(move |w: &mut dyn Write| {

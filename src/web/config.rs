@@ -173,21 +173,26 @@ pub fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-')
 }
 
+/// The text of a server configuration file: a regular file of at most
+/// [`MAX_CONFIG_BYTES`]; the error is the reason, for the caller's code.
+pub fn read_config_file(path: &Path) -> Result<String, String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(format!("larger than {MAX_CONFIG_BYTES} bytes"));
+    }
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))
+}
+
 impl WarehouseConfig {
     /// Read and validate `path`.
     pub fn load(path: &Path) -> Result<Self, WebError> {
-        let bad = |reason: String| WebError::Config {
+        let text = read_config_file(path).map_err(|reason| WebError::Config {
             path: path.display().to_string(),
             reason,
-        };
-        let meta = std::fs::metadata(path).map_err(|e| bad(format!("cannot read: {e}")))?;
-        if !meta.is_file() {
-            return Err(bad("not a regular file".into()));
-        }
-        if meta.len() > MAX_CONFIG_BYTES {
-            return Err(bad(format!("larger than {MAX_CONFIG_BYTES} bytes")));
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read: {e}")))?;
+        })?;
         let dir = path
             .canonicalize()
             .ok()

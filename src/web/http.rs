@@ -597,17 +597,10 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-fn write_response(
-    mut stream: &TcpStream,
-    r: &mut HttpResponse,
-    head_only: bool,
-    keep: bool,
-    chunked: bool,
-) -> std::io::Result<()> {
-    if let Some(body) = r.stream.take() {
-        return write_streamed(stream, r, body, keep, chunked);
-    }
-    let mut head = format!("HTTP/1.1 {} {}\r\n", r.status, reason(r.status));
+/// Status line, the response's headers (any with a line break dropped),
+/// `framing` (the body's length or coding header line) and Date/Connection.
+fn response_head(version: &str, r: &HttpResponse, framing: &str, keep: bool) -> String {
+    let mut head = format!("{version} {} {}\r\n", r.status, reason(r.status));
     for (k, v) in &r.headers {
         if v.bytes().any(|c| c == b'\r' || c == b'\n') {
             continue;
@@ -618,11 +611,29 @@ fn write_response(
         head.push_str("\r\n");
     }
     head.push_str(&format!(
-        "Content-Length: {}\r\nDate: {}\r\nConnection: {}\r\n\r\n",
-        r.body.len(),
+        "{framing}Date: {}\r\nConnection: {}\r\n\r\n",
         chrono::Utc::now().format("%a, %d %b %Y %H:%M:%S GMT"),
         if keep { "keep-alive" } else { "close" }
     ));
+    head
+}
+
+fn write_response(
+    mut stream: &TcpStream,
+    r: &mut HttpResponse,
+    head_only: bool,
+    keep: bool,
+    chunked: bool,
+) -> std::io::Result<()> {
+    if let Some(body) = r.stream.take() {
+        return write_streamed(stream, r, body, keep, chunked);
+    }
+    let head = response_head(
+        "HTTP/1.1",
+        r,
+        &format!("Content-Length: {}\r\n", r.body.len()),
+        keep,
+    );
     if head_only || r.body.len() < 64 << 10 {
         let mut all = head.into_bytes();
         if !head_only {
@@ -647,31 +658,16 @@ fn write_streamed(
     keep: bool,
     chunked: bool,
 ) -> std::io::Result<()> {
-    let mut head = format!(
-        "HTTP/1.{} {} {}\r\n",
-        u8::from(chunked),
-        r.status,
-        reason(r.status)
-    );
-    for (k, v) in &r.headers {
-        if v.bytes().any(|c| c == b'\r' || c == b'\n') {
-            continue;
-        }
-        head.push_str(k);
-        head.push_str(": ");
-        head.push_str(v);
-        head.push_str("\r\n");
-    }
-    head.push_str(&format!(
-        "{}Date: {}\r\nConnection: {}\r\n\r\n",
+    let head = response_head(
+        if chunked { "HTTP/1.1" } else { "HTTP/1.0" },
+        r,
         if chunked {
             "Transfer-Encoding: chunked\r\n"
         } else {
             ""
         },
-        chrono::Utc::now().format("%a, %d %b %Y %H:%M:%S GMT"),
-        if keep { "keep-alive" } else { "close" }
-    ));
+        keep,
+    );
     let sent = stream
         .write_all(head.as_bytes())
         .and_then(|()| stream.flush());

@@ -34,15 +34,7 @@ fn three_protocols_pass_through_byte_identical_and_are_captured() {
     let s = Setup::new();
     let wh = s.warehouse("");
     let gw_cfg = s.gateway(&up, "");
-    let gw = Gateway::start(
-        s.path(),
-        &[
-            "--config",
-            wh.to_str().unwrap(),
-            "--gateway",
-            gw_cfg.to_str().unwrap(),
-        ],
-    );
+    let gw = Gateway::serve(&s, &wh, &gw_cfg, &[]);
     assert!(gw.warehouse.is_none(), "no --listen: only the Gateway runs");
     let mut call_ids = Vec::new();
     for (i, (path, body)) in cases().iter().enumerate() {
@@ -227,15 +219,7 @@ fn aliases_rewrite_the_model_and_sessions_without_header_follow_the_conversation
     let s = Setup::new();
     let wh = s.warehouse("");
     let gw_cfg = s.gateway(&up, "");
-    let gw = Gateway::start(
-        s.path(),
-        &[
-            "--config",
-            wh.to_str().unwrap(),
-            "--gateway",
-            gw_cfg.to_str().unwrap(),
-        ],
-    );
+    let gw = Gateway::serve(&s, &wh, &gw_cfg, &[]);
     let first = json!({"model": "alias-fast", "messages": [{"role": "user", "content": "q1"}]});
     let r1 = gw.post("/v1/chat/completions", &[], &first);
     assert_eq!(r1.status, 200);
@@ -302,16 +286,7 @@ fn upstream_errors_and_disconnects_are_returned_and_recorded() {
     let s = Setup::new();
     let wh = s.warehouse("");
     let gw_cfg = s.gateway(&up, "");
-    let gw = Gateway::start(
-        s.path(),
-        &[
-            "--config",
-            wh.to_str().unwrap(),
-            "--gateway",
-            gw_cfg.to_str().unwrap(),
-            "--debug",
-        ],
-    );
+    let gw = Gateway::serve(&s, &wh, &gw_cfg, &["--debug"]);
     // Upstream errors come back unchanged.
     let body = json!({"model": "fail-429", "messages": []});
     let direct = request(
@@ -401,15 +376,7 @@ fn upstream_errors_and_disconnects_are_returned_and_recorded() {
             .replace(&up.addr.port().to_string(), &dead_port.to_string()),
     )
     .unwrap();
-    let gw = Gateway::start(
-        s.path(),
-        &[
-            "--config",
-            wh.to_str().unwrap(),
-            "--gateway",
-            gw_cfg.to_str().unwrap(),
-        ],
-    );
+    let gw = Gateway::serve(&s, &wh, &gw_cfg, &[]);
     let r = gw.post(
         "/v1/chat/completions",
         &[],
@@ -433,17 +400,11 @@ fn the_warehouse_shows_captured_traffic_and_markdown_is_kept() {
     let s = Setup::new();
     let wh = s.warehouse("");
     let gw_cfg = s.gateway(&up, "capture_level = \"dialogue\"");
-    let gw = Gateway::start(
-        s.path(),
-        &[
-            "--config",
-            wh.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--gateway",
-            gw_cfg.to_str().unwrap(),
-            "--gateway-stream-markdown",
-        ],
+    let gw = Gateway::serve(
+        &s,
+        &wh,
+        &gw_cfg,
+        &["--listen", "127.0.0.1:0", "--gateway-stream-markdown"],
     );
     let web = gw.warehouse.clone().expect("the Warehouse listens too");
     let body = json!({"model": "gpt-test", "stream": true,
@@ -505,15 +466,7 @@ fn summary_capture_keeps_no_bodies() {
     let s = Setup::new();
     let wh = s.warehouse("");
     let gw_cfg = s.gateway(&up, "capture_level = \"summary\"");
-    let gw = Gateway::start(
-        s.path(),
-        &[
-            "--config",
-            wh.to_str().unwrap(),
-            "--gateway",
-            gw_cfg.to_str().unwrap(),
-        ],
-    );
+    let gw = Gateway::serve(&s, &wh, &gw_cfg, &[]);
     for stream in [false, true] {
         let r = gw.post(
             "/v1/chat/completions",

@@ -62,19 +62,7 @@ fn kill_9_loses_no_acknowledged_event_and_repeats_are_counted() {
     let up = Upstream::start(0);
     let s = Setup::new();
     let wh = s.warehouse("");
-    let args_owned = |cfg: &std::path::Path| -> Vec<String> {
-        vec![
-            "--config".into(),
-            wh.to_str().unwrap().into(),
-            "--gateway".into(),
-            cfg.to_str().unwrap().into(),
-        ]
-    };
-    let start = |cfg: &std::path::Path| {
-        let a = args_owned(cfg);
-        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
-        Gateway::start(s.path(), &refs)
-    };
+    let start = |cfg: &std::path::Path| Gateway::serve(&s, &wh, cfg, &[]);
     // Round 1: calls flushed to events.lance; keep that checkpoint.
     let cfg = s.gateway(&up, "");
     let gw = start(&cfg);
@@ -230,15 +218,7 @@ fn the_sink_compacts_events_lance_without_changing_what_it_holds() {
     let s = Setup::new();
     let wh = s.warehouse("");
     let cfg = s.gateway(&up, "compact_interval_seconds = 1");
-    let gw = Gateway::start(
-        s.path(),
-        &[
-            "--config",
-            wh.to_str().unwrap(),
-            "--gateway",
-            cfg.to_str().unwrap(),
-        ],
-    );
+    let gw = Gateway::serve(&s, &wh, &cfg, &[]);
     for i in 0..6 {
         let r = gw.post(
             "/v1/chat/completions",

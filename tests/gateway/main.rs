@@ -175,6 +175,18 @@ impl Gateway {
         }
     }
 
+    /// `serve --config WH --gateway GW EXTRA…` in the Setup's directory.
+    pub fn serve(s: &Setup, wh: &Path, gw: &Path, extra: &[&str]) -> Gateway {
+        let mut args = vec![
+            "--config",
+            wh.to_str().unwrap(),
+            "--gateway",
+            gw.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        Gateway::start(s.path(), &args)
+    }
+
     /// POST `body` to `path` on the proxy.
     pub fn post(&self, path: &str, headers: &[(&str, &str)], body: &Value) -> Response {
         let mut h = vec![("Content-Type", "application/json")];

@@ -159,15 +159,7 @@ fn requests_the_gateway_does_not_forward_are_refused() {
     let s = Setup::new();
     let wh = s.warehouse("");
     let cfg = s.gateway(&up, "");
-    let gw = Gateway::start(
-        s.path(),
-        &[
-            "--config",
-            wh.to_str().unwrap(),
-            "--gateway",
-            cfg.to_str().unwrap(),
-        ],
-    );
+    let gw = Gateway::serve(&s, &wh, &cfg, &[]);
     let r = request(&gw.proxy, "GET", "/v1/models", &[], None);
     assert_eq!((r.status, r.code().as_str()), (404, "PC-GW-013"));
     let r = request(&gw.proxy, "GET", "/v1/chat/completions", &[], None);
@@ -217,15 +209,7 @@ fn requests_the_gateway_does_not_forward_are_refused() {
     let text = std::fs::read_to_string(&cfg).unwrap();
     let cut = text.rfind("[[models]]").unwrap();
     std::fs::write(&cfg, &text[..cut]).unwrap();
-    let gw = Gateway::start(
-        s.path(),
-        &[
-            "--config",
-            wh.to_str().unwrap(),
-            "--gateway",
-            cfg.to_str().unwrap(),
-        ],
-    );
+    let gw = Gateway::serve(&s, &wh, &cfg, &[]);
     let r = gw.post(
         "/v1/messages",
         &[],
