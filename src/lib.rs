@@ -23,6 +23,7 @@ pub mod dataset;
 pub mod error;
 pub mod find;
 pub mod formats;
+pub mod fuzzing;
 pub mod gateway;
 pub mod render;
 pub mod s3;

@@ -71,3 +71,83 @@ fn file_deleted_after_discovery_fails() {
         "{r:?}"
     );
 }
+
+/// A JSON Lines Source of `n` records, large enough that reading it takes
+/// several buffer fills.
+fn many_records(path: &Path, n: usize) {
+    let mut text = String::new();
+    for i in 0..n {
+        text.push_str(&doc(&format!("session-{i:05}-{}", "x".repeat(200))));
+        text.push('\n');
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn file_truncated_during_read_fails_with_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl");
+    many_records(&path, 2000);
+    let uri = DatasetUri::local(dir.path(), Path::new("/"));
+    let snap = CatalogSnapshot::open(&uri, DiscoveryLimits::default(), false).unwrap();
+    let full = std::fs::metadata(&path).unwrap().len();
+    let mut seen = 0usize;
+    let r = read_source(&snap.sources[0], DecodeOptions::full(1 << 20), &mut |_| {
+        seen += 1;
+        if seen == 1 {
+            let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            f.set_len(full / 3).unwrap();
+        }
+    });
+    assert!(
+        matches!(r, Err(ReadFailure::Fatal(ref e)) if e.code() == "PC-CAT-008"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn file_deleted_during_read_fails_with_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl");
+    many_records(&path, 2000);
+    let uri = DatasetUri::local(dir.path(), Path::new("/"));
+    let snap = CatalogSnapshot::open(&uri, DiscoveryLimits::default(), false).unwrap();
+    let mut seen = 0usize;
+    let r = read_source(&snap.sources[0], DecodeOptions::full(1 << 20), &mut |_| {
+        seen += 1;
+        if seen == 1 {
+            std::fs::remove_file(&path).unwrap();
+        }
+    });
+    assert!(
+        matches!(r, Err(ReadFailure::Fatal(ref e)) if e.code() == "PC-CAT-008"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn file_rewritten_in_place_during_read_fails_with_code() {
+    // Same size, same inode, different bytes: caught by the modification time.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl");
+    many_records(&path, 2000);
+    let uri = DatasetUri::local(dir.path(), Path::new("/"));
+    let snap = CatalogSnapshot::open(&uri, DiscoveryLimits::default(), false).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let mut seen = 0usize;
+    let r = read_source(&snap.sources[0], DecodeOptions::full(1 << 20), &mut |_| {
+        seen += 1;
+        if seen == 1 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let swapped = String::from_utf8(before.clone())
+                .unwrap()
+                .replace("session-01999", "session-99999");
+            let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            f.write_all(swapped.as_bytes()).unwrap();
+        }
+    });
+    assert!(
+        matches!(r, Err(ReadFailure::Fatal(ref e)) if e.code() == "PC-CAT-008"),
+        "{r:?}"
+    );
+}

@@ -241,19 +241,29 @@ impl UserSettings {
                 })
             }
         };
-        let s: UserSettings = toml::from_str(&text).map_err(|e| SettingsError::Invalid {
-            path: path.display().to_string(),
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Parse and check the text of a settings file read from `path`.
+    pub fn parse(text: &str, path: &str) -> Result<Self, SettingsError> {
+        let s: UserSettings = toml::from_str(text).map_err(|e| SettingsError::Invalid {
+            path: path.to_string(),
             reason: e.message().to_string(),
         })?;
         if let Some(w) = &s.default_warehouse {
             if !Path::new(w).is_absolute() {
                 return Err(SettingsError::Invalid {
-                    path: path.display().to_string(),
+                    path: path.to_string(),
                     reason: "default_warehouse must be an absolute path".into(),
                 });
             }
         }
         Ok(s)
+    }
+
+    /// The TOML text `save` writes (without its comment line).
+    pub fn to_toml(&self) -> Result<String, toml::ser::Error> {
+        toml::to_string(self)
     }
 
     /// Write atomically (temporary file + rename) to `path`.
@@ -262,7 +272,7 @@ impl UserSettings {
             path: path.display().to_string(),
             reason: e.to_string(),
         };
-        let text = toml::to_string(self).map_err(|e| SettingsError::Write {
+        let text = self.to_toml().map_err(|e| SettingsError::Write {
             path: path.display().to_string(),
             reason: e.to_string(),
         })?;

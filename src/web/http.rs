@@ -478,7 +478,17 @@ fn read_head(
             return Err(Refusal::HeadTooLarge);
         }
     }
-    let mut parts = lines[0].split(' ');
+    parse_head_lines(&lines)
+}
+
+/// Parse the lines of a request head (request line first, line ends
+/// removed, at least one line) into method, target, keep-alive, headers and
+/// whether the version is HTTP/1.1.
+pub(crate) fn parse_head_lines(lines: &[String]) -> Result<Head, Refusal> {
+    let Some(first) = lines.first() else {
+        return Err(Refusal::Malformed);
+    };
+    let mut parts = first.split(' ');
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
