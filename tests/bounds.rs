@@ -102,6 +102,190 @@ fn query_bounds_fail_with_their_codes_and_write_nothing() {
 }
 
 #[test]
+fn find_and_analysis_bounds_fail_or_warn_with_their_codes() {
+    let home = tempfile::tempdir().unwrap();
+    let ds = example();
+    let ds = ds.to_str().unwrap();
+    // The search clock: a microsecond is over before the first step is scored.
+    refused(
+        &run(
+            home.path(),
+            &[
+                "find",
+                ds,
+                "--match",
+                "the",
+                "--timeout",
+                "0.000001",
+                "--format",
+                "json",
+            ],
+        ),
+        "PC-FND-004",
+    );
+    // The output bound is a warning: exit 0, truncated, the matches that fit.
+    let o = run(
+        home.path(),
+        &[
+            "find",
+            ds,
+            "--match",
+            "the",
+            "--max-output-bytes",
+            "1",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("warning[PC-FND-004]: output limit reached"),
+        "{}",
+        stderr(&o)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["truncated"], true, "{v}");
+    assert_eq!(v["matches"].as_array().unwrap().len(), 0, "{v}");
+    let o = run(
+        home.path(),
+        &[
+            "find",
+            ds,
+            "--match",
+            "the",
+            "--max-results",
+            "2",
+            "--format",
+            "json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["matches"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["truncated"], true, "{v}");
+    // analysis shares the engine's bounds.
+    refused(
+        &run(
+            home.path(),
+            &[
+                "analysis",
+                "tools",
+                ds,
+                "--timeout",
+                "0.000001",
+                "--format",
+                "jsonl",
+            ],
+        ),
+        "PC-SQL-014",
+    );
+    refused(
+        &run(
+            home.path(),
+            &[
+                "analysis",
+                "agents",
+                ds,
+                "--memory-budget",
+                "1",
+                "--format",
+                "jsonl",
+            ],
+        ),
+        "PC-SQL-017",
+    );
+    for bad in [
+        &["analysis", "tools", ds, "--limit", "0"][..],
+        &["analysis", "tools", ds, "--timeout", "0"],
+        &["find", ds, "--match", "x", "--max-output-bytes", "0"],
+        &["find", ds, "--match", "x", "--timeout", "86401"],
+    ] {
+        refused(&run(home.path(), bad), "PC-CLI-003");
+    }
+    // A document bound below the example's documents: report mode marks the
+    // Sources `error` and still answers; strict fails on the first.
+    let o = run(
+        home.path(),
+        &[
+            "query",
+            ds,
+            "SELECT count(*) AS n FROM runs",
+            "--max-document-bytes",
+            "100",
+            "--format",
+            "jsonl",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("PC-FMT-009"), "{}", stderr(&o));
+    let bounded: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let o = run(
+        home.path(),
+        &[
+            "query",
+            ds,
+            "SELECT count(*) AS n FROM runs",
+            "--format",
+            "jsonl",
+        ],
+    );
+    let all: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        bounded["n"].as_i64().unwrap() < all["n"].as_i64().unwrap(),
+        "{bounded} vs {all}"
+    );
+    refused(
+        &run(
+            home.path(),
+            &[
+                "query",
+                ds,
+                "SELECT count(*) FROM runs",
+                "--max-document-bytes",
+                "100",
+                "--errors",
+                "strict",
+                "--format",
+                "jsonl",
+            ],
+        ),
+        "PC-FMT-009",
+    );
+}
+
+#[test]
+fn import_bounds_fail_with_their_codes_and_publish_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let input = example().join("golang__exp");
+    let input = input.to_str().unwrap();
+    let target = home.path().join("target");
+    let t = target.to_str().unwrap();
+    for (flags, code) in [
+        (&["--max-input-bytes", "100"][..], "PC-IMP-006"),
+        (&["--max-files", "1"], "PC-CAT-006"),
+        (&["--max-document-bytes", "100"], "PC-FMT-009"),
+        (&["--max-input-bytes", "0"], "PC-CLI-003"),
+    ] {
+        let mut args = vec!["import", "--from", input, "--output", t, "--format", "atif"];
+        args.extend_from_slice(flags);
+        let o = run(home.path(), &args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{flags:?}: {e}");
+        assert!(
+            e.contains(&format!("[{code}]")),
+            "{flags:?}: expected {code}: {e}"
+        );
+        assert!(!target.exists(), "{flags:?} left a target");
+        let left: Vec<_> = std::fs::read_dir(home.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            // The lock file stays (removing it would race a waiting import).
+            .filter(|n| n != "cache" && n != ".target.pchronicle-import.lock")
+            .collect();
+        assert!(left.is_empty(), "{flags:?} left {left:?}");
+    }
+}
+
+#[test]
 fn pathological_like_patterns_finish() {
     let home = tempfile::tempdir().unwrap();
     let ds = example();

@@ -435,3 +435,134 @@ fn racing_imports_repeatedly_leave_exactly_one_complete_store() {
         assert_eq!(v["totals"]["steps"], 33, "round {round}: {v}");
     }
 }
+
+/// A tmpfs of `kib` KiB mounted on a temporary directory, unmounted on drop.
+/// `None` (the test is skipped, saying so) when the process may not mount.
+struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    fn mount(kib: u32) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().unwrap();
+        let o = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .ok()?;
+        if !o.status.success() {
+            eprintln!(
+                "skipped: cannot mount a tmpfs here ({})",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+            return None;
+        }
+        Some(Tmpfs(dir))
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    /// KiB in use, as the file system reports it.
+    fn used_kib(&self) -> u64 {
+        let o = Command::new("df")
+            .args(["-k", "--output=used"])
+            .arg(self.path())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .nth(1)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+#[test]
+fn a_full_file_system_fails_imports_and_outputs_cleanly() {
+    // A real full disk (ENOSPC), beside the RLIMIT_FSIZE tests above.
+    let Some(fs) = Tmpfs::mount(64) else { return };
+    let home = tempfile::tempdir().unwrap();
+    let target = fs.path().join("target");
+    let o = import_cmd(home.path(), &example("golang__exp"), &target)
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("error[PC-STO-002]"), "{e}");
+    assert!(e.contains("No space left on device"), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+    assert!(!target.exists());
+    // Nothing is left but the (empty) lock file: the staging tree is gone.
+    let mut left: Vec<String> = std::fs::read_dir(fs.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, [".target.pchronicle-import.lock"]);
+    assert_eq!(fs.used_kib(), 0);
+
+    // An output file that does not fit: PC-IO-001 and no file, no temporary.
+    let out = fs.path().join("out.csv");
+    let o = bin()
+        .env("HOME", home.path())
+        .args(["query"])
+        .arg(example(""))
+        .args(["SELECT * FROM steps", "--format", "csv", "--output"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("error[PC-IO-001]"), "{e}");
+    assert!(!out.exists());
+    assert_eq!(fs.used_kib(), 0);
+}
+
+#[test]
+fn an_import_whose_index_does_not_fit_publishes_a_complete_store() {
+    // Room for the tables but not for the full-text index: the store is
+    // published complete with a PC-FND-003 warning; `find` builds the index
+    // in its cache on first use.
+    let Some(fs) = Tmpfs::mount(256) else { return };
+    let home = tempfile::tempdir().unwrap();
+    let target = fs.path().join("target");
+    let o = import_cmd(home.path(), &example("golang__exp"), &target)
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    assert!(e.contains("warning[PC-FND-003]"), "{e}");
+    let o = bin()
+        .env("HOME", home.path())
+        .args(["query"])
+        .arg(&target)
+        .args([
+            "SELECT count(*) AS steps FROM steps",
+            "--format",
+            "jsonl",
+            "--errors",
+            "strict",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), r#"{"steps":33}"#);
+    let o = bin()
+        .env("HOME", home.path())
+        .env("PCHRONICLE_CACHE_DIR", home.path().join("cache"))
+        .args(["find"])
+        .arg(&target)
+        .args(["--match", "hello", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(!v["matches"].as_array().unwrap().is_empty(), "{v}");
+}
