@@ -31,9 +31,17 @@ pub fn escape_control_keep_newlines(s: &str) -> String {
         .join("\n")
 }
 
+/// C0 and C1 controls, DEL, the line and paragraph separators, and the
+/// bidirectional embedding, override and isolate controls (which can make a
+/// terminal show text in another order than it is stored).
 fn is_control(c: char) -> bool {
     let u = c as u32;
-    u < 0x20 || (0x7f..=0x9f).contains(&u) || c == '\u{2028}' || c == '\u{2029}'
+    u < 0x20
+        || (0x7f..=0x9f).contains(&u)
+        || c == '\u{2028}'
+        || c == '\u{2029}'
+        || (0x202a..=0x202e).contains(&u)
+        || (0x2066..=0x2069).contains(&u)
 }
 
 /// Cut `s` to at most `max_chars` characters, appending `…` when cut.
@@ -93,6 +101,12 @@ mod tests {
         assert_eq!(escape_control("a\x1b[31mb"), "a\\u{1b}[31mb");
         assert_eq!(escape_control("x\ny"), "x\\ny");
         assert_eq!(escape_control("plain"), "plain");
+        assert_eq!(
+            escape_control("a\u{202e}b\u{2067}c"),
+            "a\\u{202e}b\\u{2067}c"
+        );
+        // Right-to-left text itself and its marks are kept.
+        assert_eq!(escape_control("שלום\u{200f}"), "שלום\u{200f}");
     }
 
     #[test]
