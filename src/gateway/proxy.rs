@@ -807,9 +807,7 @@ fn exchange(core: &Arc<Core>, req: HttpRequest) -> Result<HttpResponse, GatewayE
         }
     }
     let conn_header = req.header("connection").map(str::to_string);
-    let persistent = !conn_header
-        .as_deref()
-        .is_some_and(|c| c.eq_ignore_ascii_case("close"));
+    let persistent = req.keep_alive;
     let mut payload = json!({
         "http": http,
         "connection": {

@@ -52,6 +52,9 @@ pub struct HttpRequest {
     pub peer: SocketAddr,
     /// `HTTP/1.1` or `HTTP/1.0`, as sent.
     pub version: &'static str,
+    /// Whether the client asked to keep the connection open (its
+    /// `Connection` header, else the default of its HTTP version).
+    pub keep_alive: bool,
 }
 
 impl HttpRequest {
@@ -402,6 +405,7 @@ fn connection(
             body,
             peer,
             version: if v11 { "HTTP/1.1" } else { "HTTP/1.0" },
+            keep_alive,
         };
         permits.acquire();
         busy.fetch_add(1, Ordering::SeqCst);

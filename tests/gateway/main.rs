@@ -11,6 +11,7 @@ mod upstream;
 
 mod capture;
 mod durability;
+mod limits;
 mod refusals;
 
 use std::io::{BufRead, BufReader};

@@ -6,6 +6,7 @@
 //! - the reply text is `echo: <last user text>`;
 //! - a last user text containing `use tool` gets a tool call `lookup`;
 //! - a last user text containing `slow stream` streams 40 pieces 50 ms apart;
+//! - a last user text containing `hang up` waits 3 s before answering;
 //! - model `fail-429` gets a 429 error body; `fail-500` a 500;
 //! - `GET /_seen` returns the credential headers of the last request
 //!   (`authorization`, `x-api-key`) and its model.
@@ -181,6 +182,9 @@ fn answer(out: &mut TcpStream, path: &str, req: &Value) -> std::io::Result<()> {
     let text = format!("echo: {user}");
     let tool = user.contains("use tool");
     let slow = user.contains("slow stream");
+    if user.contains("hang up") {
+        thread::sleep(Duration::from_secs(3));
+    }
     let n_msgs = req
         .get("messages")
         .and_then(Value::as_array)
