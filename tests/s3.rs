@@ -1080,3 +1080,147 @@ fn the_gateway_appends_events_to_an_s3_dataset_that_reads_them_back() {
         stderr(&o)
     );
 }
+
+#[test]
+fn s3_stores_survive_racing_imports_and_damage_and_keep_secrets() {
+    let b = bucket("harden");
+    admin(&["bucket", &b, "unversioned"]);
+    let env = Env::moto();
+    let secret = "pcSECRETmarker9876543210";
+    let token = "pcTOKENmarker9876543210";
+    let input = example_dataset().join("golang__exp");
+    let input = input.to_str().unwrap();
+    let uri = format!("s3://{b}/stores/race");
+    let cmd = |args: &[&str]| {
+        let mut c = env.cmd();
+        c.env("AWS_SECRET_ACCESS_KEY", secret)
+            .env("AWS_SESSION_TOKEN", token)
+            .args(args)
+            .args(ALLOW);
+        c
+    };
+    let leaks = |o: &Output| {
+        let all = format!("{}{}", String::from_utf8_lossy(&o.stdout), stderr(o));
+        for needle in [secret, token, "Signature=", "X-Amz-Signature"] {
+            assert!(!all.contains(needle), "{needle} leaked: {all}");
+        }
+    };
+
+    // Two processes import to one S3 target at once: exactly one publishes.
+    let racers: Vec<_> = (0..2)
+        .map(|_| {
+            cmd(&["import", "--from", input, "--output", &uri])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<Output> = racers
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    let winners = outs.iter().filter(|o| o.status.success()).count();
+    assert_eq!(
+        winners,
+        1,
+        "{:?}",
+        outs.iter().map(stderr).collect::<Vec<_>>()
+    );
+    for o in &outs {
+        leaks(o);
+        if !o.status.success() {
+            let e = stderr(o);
+            assert!(
+                e.contains("[PC-IMP-001]") || e.contains("[PC-IMP-002]"),
+                "{e}"
+            );
+        }
+    }
+    let count = cmd(&[
+        "query",
+        &uri,
+        "SELECT count(*) AS n FROM steps",
+        "--format",
+        "csv",
+        "--errors",
+        "strict",
+    ])
+    .output()
+    .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&count.stdout),
+        "n\n33\n",
+        "{}",
+        stderr(&count)
+    );
+    leaks(&count);
+    let keys = admin(&["keys", &b]);
+    assert!(
+        !keys.contains("pchronicle-staging") && !keys.contains("pchronicle-import.lock"),
+        "{keys}"
+    );
+    // Reports and exports carry no credential either.
+    for args in [
+        vec!["status", uri.as_str(), "--format", "json"],
+        vec![
+            "export",
+            "--from",
+            uri.as_str(),
+            "--format",
+            "atif",
+            "--output",
+            "-",
+        ],
+        vec!["find", uri.as_str(), "--match", "hello", "--format", "json"],
+    ] {
+        let o = cmd(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        leaks(&o);
+    }
+
+    // Damage every data file of the store: report mode skips it with a
+    // warning, strict fails, nothing panics.
+    let junk = env.dir.path().join("junk");
+    let mut damaged = 0;
+    for key in keys
+        .lines()
+        .filter(|k| k.starts_with("stores/race/generations/") && k.ends_with(".lance"))
+    {
+        std::fs::write(&junk, vec![0xA5u8; 4096]).unwrap();
+        admin(&["put", &b, key, junk.to_str().unwrap()]);
+        damaged += 1;
+    }
+    assert!(damaged > 0, "{keys}");
+    let status = cmd(&["status", &uri, "--format", "json", "-q"])
+        .output()
+        .unwrap();
+    assert!(!stderr(&status).contains("panicked"), "{}", stderr(&status));
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(v["totals"]["ready"], 0, "{v}");
+    let q = |strict: bool| {
+        let mut args = vec![
+            "query",
+            uri.as_str(),
+            "SELECT count(*) AS n FROM steps",
+            "--format",
+            "csv",
+        ];
+        if strict {
+            args.extend(["--errors", "strict"]);
+        }
+        cmd(&args).output().unwrap()
+    };
+    let report = q(false);
+    assert_eq!(report.status.code(), Some(0), "{}", stderr(&report));
+    assert_eq!(String::from_utf8_lossy(&report.stdout), "n\n0\n");
+    assert!(
+        stderr(&report).contains("warning[PC-"),
+        "{}",
+        stderr(&report)
+    );
+    let strict = q(true);
+    assert_eq!(strict.status.code(), Some(2), "{}", stderr(&strict));
+    assert!(!stderr(&strict).contains("panicked"), "{}", stderr(&strict));
+    leaks(&strict);
+}
