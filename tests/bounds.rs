@@ -278,8 +278,7 @@ fn import_bounds_fail_with_their_codes_and_publish_nothing() {
         let left: Vec<_> = std::fs::read_dir(home.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            // The lock file stays (removing it would race a waiting import).
-            .filter(|n| n != "cache" && n != ".target.pchronicle-import.lock")
+            .filter(|n| n != "cache")
             .collect();
         assert!(left.is_empty(), "{flags:?} left {left:?}");
     }

@@ -1224,3 +1224,51 @@ fn s3_stores_survive_racing_imports_and_damage_and_keep_secrets() {
     assert!(!stderr(&strict).contains("panicked"), "{}", stderr(&strict));
     leaks(&strict);
 }
+
+#[test]
+fn an_s3_import_that_dies_around_its_current_leaves_no_half_store() {
+    // PCHRONICLE_FAILPOINT aborts the process (no cleanup, as kill -9)
+    // just before and just after the create-only write of CURRENT.
+    let b = bucket("diecur");
+    admin(&["bucket", &b, "unversioned"]);
+    let env = Env::moto();
+    let input = example_dataset().join("golang__exp");
+    let input = input.to_str().unwrap();
+    for (point, published) in [
+        ("s3-publish-before-current", false),
+        ("s3-publish-after-current", true),
+    ] {
+        let uri = format!("s3://{b}/{point}/t");
+        let o = env
+            .cmd()
+            .env("PCHRONICLE_FAILPOINT", point)
+            .args(with_allow(&["import", "--from", input, "--output", &uri]))
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{point}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("failpoint {point}")),
+            "{}",
+            stderr(&o)
+        );
+        // The parent prefix as a Dataset: copied tables without CURRENT are
+        // not a Source; with CURRENT the store is complete.
+        let parent = format!("s3://{b}/{point}/");
+        let v = json(&env.run(&with_allow(&[
+            "status", &parent, "--errors", "strict", "--format", "json", "-q",
+        ])));
+        assert_eq!(
+            v["totals"]["steps"],
+            if published { 33 } else { 0 },
+            "{point}: {v}"
+        );
+        // The killed import's lock object stays and names itself.
+        let again = env.run(&with_allow(&["import", "--from", input, "--output", &uri]));
+        assert_code(&again, "PC-IMP-002");
+        assert!(
+            stderr(&again).contains(".t.pchronicle-import.lock"),
+            "{}",
+            stderr(&again)
+        );
+    }
+}

@@ -440,6 +440,7 @@ impl Sink {
                 }
             };
             self.exists.store(true, Ordering::SeqCst);
+            crate::util::failpoint::hit("gateway-after-append");
             let mut cp = self
                 .checkpoint
                 .lock()

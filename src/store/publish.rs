@@ -161,7 +161,9 @@ impl S3Target {
         let current = std::fs::read(dir.join("CURRENT"))
             .map_err(|e| PublishError::Local(format!("CURRENT: {e}")))?;
         let key = format!("{}CURRENT", self.prefix);
+        crate::util::failpoint::hit("s3-publish-before-current");
         if create(&self.client, &self.bucket, &key, &current)? {
+            crate::util::failpoint::hit("s3-publish-after-current");
             Ok(())
         } else {
             Err(PublishError::Exists(format!(

@@ -1,6 +1,7 @@
 //! Small helpers shared by several layers: path normalisation, hashing, text
 //! sanitising. Nothing here knows about trajectories.
 
+pub mod failpoint;
 pub mod path;
 pub mod rt;
 pub mod text;

@@ -252,3 +252,65 @@ fn the_sink_compacts_events_lance_without_changing_what_it_holds() {
     assert_eq!(steps.len(), 12, "six questions and six answers");
     assert!(fragments >= 1);
 }
+
+#[test]
+fn a_crash_between_the_append_and_its_checkpoint_repeats_and_counts() {
+    // The process aborts right after its first append to events.lance,
+    // before checkpoint.json records it: the restart appends those records
+    // again, and they are read once with duplicate_count.
+    let up = Upstream::start(0);
+    let s = Setup::new();
+    let wh = s.warehouse("");
+    let cfg = s.gateway(&up, "");
+    let mut gw = Gateway::start_with_env(
+        s.path(),
+        &[
+            "--config",
+            wh.to_str().unwrap(),
+            "--gateway",
+            cfg.to_str().unwrap(),
+        ],
+        &[("PCHRONICLE_FAILPOINT", "gateway-after-append")],
+    );
+    let r = crate::request(
+        &gw.proxy,
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Content-Type", "application/json"),
+            ("x-pchronicle-session-id", "crash"),
+        ],
+        Some(
+            json!({"model": "m", "messages": [{"role": "user", "content": "before the crash"}]})
+                .to_string()
+                .as_bytes(),
+        ),
+    );
+    let acknowledged = r.status == 200;
+    let t = Instant::now();
+    let status = loop {
+        if let Some(st) = gw.child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            t.elapsed() < Duration::from_mins(1),
+            "the failpoint was not hit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success(), "{status}");
+    assert!(
+        gw.log().contains("failpoint gateway-after-append"),
+        "{}",
+        gw.log()
+    );
+    let gw = Gateway::serve(&s, &wh, &cfg, &[]);
+    gw.wait_flushed();
+    assert_eq!(gw.stop(), Some(0));
+    let (req, resp, dups) = stored_calls(&s);
+    assert_eq!(req.len(), 1, "{req:?}");
+    assert!(dups >= 1, "the repeated append is not counted");
+    if acknowledged {
+        assert_eq!(resp, req, "an acknowledged answer was lost");
+    }
+}

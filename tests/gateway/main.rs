@@ -122,8 +122,14 @@ pub struct Gateway {
 impl Gateway {
     /// Start with `args` after `serve`; waits for the proxy line.
     pub fn start(home: &Path, args: &[&str]) -> Gateway {
+        Gateway::start_with_env(home, args, &[])
+    }
+
+    /// As [`Gateway::start`], with extra environment variables.
+    pub fn start_with_env(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Gateway {
         let mut child = command(home)
             .env("ROUTE_KEY", ROUTE_KEY)
+            .envs(env.iter().copied())
             .arg("serve")
             .args(args)
             .stdout(Stdio::null())

@@ -119,6 +119,22 @@ impl Drop for Staging {
     }
 }
 
+/// The held import lock of a target. Dropping it removes the lock file while
+/// still holding the lock, then releases it, so nothing of a finished or
+/// failed import stays beside the target. (An import that opened the file
+/// just before the removal finds it locked and fails with `PC-IMP-002`; the
+/// publishing rename refuses a target that exists meanwhile in any case.)
+struct ImportLock {
+    path: PathBuf,
+    _file: std::fs::File,
+}
+
+impl Drop for ImportLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 /// Files per parallel decoding round.
 const CHUNK: usize = 64;
 
@@ -156,13 +172,16 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
         .write(true)
         .open(&lock_path)
         .map_err(|e| ImportError::Io(e.to_string()))?;
-    match lock.try_lock() {
-        Ok(()) => {}
+    let lock = match lock.try_lock() {
+        Ok(()) => ImportLock {
+            path: lock_path,
+            _file: lock,
+        },
         Err(std::fs::TryLockError::WouldBlock) => {
             return Err(ImportError::Busy(target.display().to_string()).into())
         }
         Err(std::fs::TryLockError::Error(e)) => return Err(ImportError::Io(e.to_string()).into()),
-    }
+    };
     if std::fs::symlink_metadata(target).is_ok() {
         return Err(ImportError::TargetExists(target.display().to_string()).into());
     }
@@ -280,13 +299,14 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
     if std::fs::symlink_metadata(target).is_ok() {
         return Err(ImportError::TargetExists(target.display().to_string()).into());
     }
+    crate::util::failpoint::hit("import-before-rename");
     std::fs::rename(&staging.dir, target)
         .map_err(|e| ImportError::Io(format!("cannot publish {}: {e}", target.display())))?;
+    crate::util::failpoint::hit("import-after-rename");
     let mut staging = staging;
     staging.armed = false;
     crate::store::current::sync_dir(&parent);
     drop(lock);
-    let _ = std::fs::remove_file(&lock_path);
     let dataset_uri = match (remote, &s.s3_target) {
         (Some(remote), Some(uri)) => {
             out.info(&format!("publishing to {uri}"));
