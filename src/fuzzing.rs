@@ -51,7 +51,7 @@ pub fn decode(data: &[u8]) {
     let mut ctx = DecodeCtx::new("fuzz.json");
     let mut docs = Vec::new();
     let _ = decode_bytes(data, DecodeOptions::full(1 << 20), &mut ctx, &mut |d| {
-        docs.push(d)
+        docs.push(d);
     });
     docs.iter().for_each(round_trips);
 }
