@@ -15,7 +15,7 @@ use crate::{query, Gateway, Setup, Upstream};
 /// returns the status code and the whole answer.
 fn raw(addr: &str, bytes: &[u8]) -> (u16, Vec<u8>) {
     let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.set_read_timeout(Some(Duration::from_mins(1))).unwrap();
     let _ = s.write_all(bytes);
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
