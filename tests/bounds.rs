@@ -612,3 +612,143 @@ fn a_dataset_root_behind_a_symlink_is_the_directory_it_names() {
     assert_eq!(a["snapshot_id"], b["snapshot_id"]);
     assert_eq!(b["sources"][0]["source_path"], "zh.json");
 }
+
+/// Run `args` and sample the process's resident high-water mark
+/// (`VmHWM`) until it exits; returns the output and the peak in MiB.
+fn run_measured(home: &Path, args: &[&str]) -> (Output, u64) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pchronicle"))
+        .env_remove("PCHRONICLE_SETTINGS")
+        .env("HOME", home)
+        .env("PCHRONICLE_CACHE_DIR", home.join("cache"))
+        .env("NO_COLOR", "1")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let readers = (
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut out, &mut b).unwrap();
+            b
+        }),
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut err, &mut b).unwrap();
+            b
+        }),
+    );
+    let mut peak_kib = 0u64;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&status) {
+            if let Some(kib) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            {
+                peak_kib = peak_kib.max(kib);
+            }
+        }
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let status = child.wait().unwrap();
+    let o = Output {
+        status,
+        stdout: readers.0.join().unwrap(),
+        stderr: readers.1.join().unwrap(),
+    };
+    (o, peak_kib / 1024)
+}
+
+#[test]
+fn hostile_inputs_stay_under_a_memory_ceiling() {
+    // Each hostile input is refused or answered with the process's resident
+    // peak under 768 MiB (the default memory budget is 2 GiB): nothing grows
+    // with the nesting, the size of a token or the number of terms.
+    const CEILING_MIB: u64 = 768;
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("ds");
+    std::fs::create_dir_all(&dir).unwrap();
+    let head = r#"{"schema_version":"ATIF-v1.6","session_id":"S","agent":{"name":"a","version":"1"},"steps":[{"step_id":1,"source":"user","message":"M"}]"#;
+    // 100,000 levels of nesting, a 32 MiB single token, 50,000 steps on one line.
+    std::fs::write(
+        dir.join("deep.json"),
+        format!(
+            "{},\"extra\":{}{}}}",
+            head.replace('S', "deep").replace('M', "m"),
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("token.json"),
+        format!(
+            "{}}}",
+            head.replace('S', "token")
+                .replace('M', &"q".repeat(32 << 20))
+        ),
+    )
+    .unwrap();
+    let steps: Vec<String> = (1..=50_000)
+        .map(|i| format!(r#"{{"step_id":{i},"source":"user","message":"step {i}"}}"#))
+        .collect();
+    std::fs::write(
+        dir.join("wide.jsonl"),
+        format!(
+            r#"{{"schema_version":"ATIF-v1.6","session_id":"wide","agent":{{"name":"a","version":"1"}},"steps":[{}]}}"#,
+            steps.join(",")
+        ) + "\n",
+    )
+    .unwrap();
+    let d = dir.to_str().unwrap();
+    let like = format!(
+        "SELECT count(*) FROM steps WHERE message_value LIKE '{}'",
+        "%q".repeat(200) + "%x"
+    );
+    let terms: Vec<String> = (0..10_000).map(|i| format!("t{i}")).collect();
+    let mut many = vec!["find", d];
+    for t in &terms {
+        many.extend(["--match", t.as_str()]);
+    }
+    let cases: Vec<(&str, Vec<&str>)> = vec![
+        ("status", vec!["status", d, "--format", "json"]),
+        (
+            "query LIKE",
+            vec!["query", d, &like, "--format", "csv", "--timeout", "600"],
+        ),
+        (
+            "find",
+            vec!["find", d, "--match", "qqq OR step", "--format", "json"],
+        ),
+        ("find 10,000 terms", many),
+        (
+            "export",
+            vec![
+                "export",
+                "--from",
+                d,
+                "--format",
+                "storyline",
+                "--output",
+                "-",
+            ],
+        ),
+    ];
+    for (what, args) in cases {
+        let (o, peak) = run_measured(home.path(), &args);
+        eprintln!("{what}: exit {:?}, peak {peak} MiB", o.status.code());
+        assert!(!stderr(&o).contains("panicked"), "{what}: {}", stderr(&o));
+        assert!(
+            matches!(o.status.code(), Some(0..=2)),
+            "{what}: {}",
+            stderr(&o)
+        );
+        assert!(peak > 0 && peak < CEILING_MIB, "{what}: peak {peak} MiB");
+    }
+}
