@@ -15,6 +15,8 @@
 //!
 //! Nothing below `cli` prints; library code returns values and errors.
 
+#![forbid(unsafe_code)]
+
 pub mod analysis;
 pub mod catalog;
 pub mod cli;

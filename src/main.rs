@@ -1,5 +1,7 @@
 //! The `pchronicle` binary: parse arguments, run, map the outcome to an exit code.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 #[global_allocator]
