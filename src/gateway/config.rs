@@ -311,11 +311,18 @@ impl GatewayConfig {
             let api_key = match &r.api_key_env {
                 None => None,
                 Some(var) => match env(var) {
-                    Some(k) if !k.is_empty() => Some(k),
-                    _ => {
+                    // Keys go into a header: visible ASCII only (a stray
+                    // newline or space from a key file is refused, not sent).
+                    Some(k) if !k.is_empty() && k.bytes().all(|b| b.is_ascii_graphic()) => Some(k),
+                    v => {
                         return Err(GatewayError::MissingKey {
                             route: r.name.clone(),
                             var: var.clone(),
+                            problem: if v.is_none_or(|k| k.is_empty()) {
+                                "is not set"
+                            } else {
+                                "holds characters a header cannot carry (spaces, line breaks or other controls, non-ASCII)"
+                            },
                         })
                     }
                 },
@@ -624,6 +631,17 @@ upstream = "https://api.example.com"
         assert_eq!(e.code(), "PC-GW-002");
         let e = parse(&OK.replace("api_key_env = \"KEY\"", "api_key_env = \"NOPE\"")).unwrap_err();
         assert_eq!(e.code(), "PC-GW-004");
+        assert!(e.to_string().contains("is not set"), "{e}");
+        // A key value a header cannot carry is refused, and not shown.
+        for bad in ["sk-abc\n", "sk abc", "sk-\u{7f}", "sk-é"] {
+            let e =
+                GatewayConfig::parse(OK, "gateway.toml", &|_| Some(bad.to_string())).unwrap_err();
+            assert_eq!(e.code(), "PC-GW-004", "{bad:?}");
+            assert!(
+                e.to_string().contains("cannot carry") && !e.to_string().contains("sk"),
+                "{e}"
+            );
+        }
         let e = parse(&OK.replace("admin_listen", "max_body_bytes = 0\nadmin_listen")).unwrap_err();
         assert_eq!(e.code(), "PC-GW-001");
         let e =

@@ -47,13 +47,16 @@ pub enum GatewayError {
         /// Why.
         reason: String,
     },
-    /// A route names a key variable that is not set.
-    #[error("gateway route `{route}`: environment variable `{var}` (api_key_env) is not set")]
+    /// A route names a key variable that is not set, or whose value a
+    /// header cannot carry.
+    #[error("gateway route `{route}`: environment variable `{var}` (api_key_env) {problem}")]
     MissingKey {
         /// The route name.
         route: String,
         /// The variable.
         var: String,
+        /// What is wrong with it (never the value).
+        problem: &'static str,
     },
     /// No route serves the requested model.
     #[error("no gateway route serves model `{model}` over {provider}")]

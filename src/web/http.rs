@@ -519,6 +519,11 @@ pub(crate) fn parse_head_lines(lines: &[String]) -> Result<Head, Refusal> {
         {
             return Err(Refusal::Malformed);
         }
+        // Field values hold no controls but horizontal tab (no bare CR, NUL
+        // or DEL that could split or smuggle a header downstream).
+        if v.bytes().any(|c| (c < 0x20 && c != b'\t') || c == 0x7f) {
+            return Err(Refusal::Malformed);
+        }
         headers.push((k.to_string(), v.trim().to_string()));
     }
     let conn = headers
@@ -706,4 +711,47 @@ fn write_streamed(
         let _ = stream.shutdown(std::net::Shutdown::Write);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(lines: &[&str]) -> Result<Head, Refusal> {
+        parse_head_lines(&lines.iter().map(|l| l.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn request_heads_are_checked() {
+        let (m, t, keep, h, v11) = head(&["GET /a?b=1 HTTP/1.1", "Host: x", "X-A:  v "]).unwrap();
+        assert_eq!(
+            (m.as_str(), t.as_str(), keep, v11),
+            ("GET", "/a?b=1", true, true)
+        );
+        assert_eq!(h[1], ("X-A".to_string(), "v".to_string()));
+        // HTTP/1.0 closes unless asked; `close` wins on 1.1.
+        assert!(!head(&["GET / HTTP/1.0"]).unwrap().2);
+        assert!(
+            head(&["GET / HTTP/1.0", "Connection: keep-alive"])
+                .unwrap()
+                .2
+        );
+        assert!(!head(&["GET / HTTP/1.1", "Connection: close"]).unwrap().2);
+        for bad in [
+            &["get / HTTP/1.1"][..],
+            &["GET http://x/ HTTP/1.1"],
+            &["GET / HTTP/2"],
+            &["GET /a b HTTP/1.1"],
+            &["GET / HTTP/1.1", "Bad Name: x"],
+            &["GET / HTTP/1.1", "no colon"],
+            // A bare CR, NUL or DEL in a value could split a header downstream.
+            &["GET / HTTP/1.1", "X-A: a\rInjected: b"],
+            &["GET / HTTP/1.1", "X-A: a\0b"],
+            &["GET / HTTP/1.1", "X-A: a\u{7f}"],
+            &[],
+        ] {
+            assert!(matches!(head(bad), Err(Refusal::Malformed)), "{bad:?}");
+        }
+        assert!(head(&["GET / HTTP/1.1", "X-A: tab\tinside"]).is_ok());
+    }
 }

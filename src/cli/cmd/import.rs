@@ -119,14 +119,47 @@ impl Drop for Staging {
     }
 }
 
-/// The held import lock of a target. Dropping it removes the lock file while
-/// still holding the lock, then releases it, so nothing of a finished or
-/// failed import stays beside the target. (An import that opened the file
-/// just before the removal finds it locked and fails with `PC-IMP-002`; the
-/// publishing rename refuses a target that exists meanwhile in any case.)
+/// The held import lock of a target: an exclusive lock on the hidden file
+/// `.NAME.pchronicle-import.lock` beside it. Dropping it removes the file
+/// while still holding the lock, then releases it, so nothing of a finished
+/// or failed import stays beside the target.
 struct ImportLock {
     path: PathBuf,
     _file: std::fs::File,
+}
+
+impl ImportLock {
+    /// Lock `path`; `None` when another import holds it. A lock taken on a
+    /// file that was removed meanwhile (by an import that just ended) is no
+    /// lock at all — a third import could create and lock a new file — so
+    /// the lock counts only while `path` still names the locked file.
+    fn acquire(path: PathBuf) -> Result<Option<ImportLock>, ImportError> {
+        use std::os::unix::fs::MetadataExt as _;
+        for _ in 0..16 {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .map_err(|e| ImportError::Io(e.to_string()))?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
+                Err(std::fs::TryLockError::Error(e)) => return Err(ImportError::Io(e.to_string())),
+            }
+            let held = file
+                .metadata()
+                .map_err(|e| ImportError::Io(e.to_string()))?;
+            match std::fs::metadata(&path) {
+                Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => {
+                    return Ok(Some(ImportLock { path, _file: file }));
+                }
+                // Removed or replaced under us: try again on the new file.
+                _ => continue,
+            }
+        }
+        Ok(None)
+    }
 }
 
 impl Drop for ImportLock {
@@ -166,22 +199,8 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
         .map_err(|e| ImportError::Io(format!("cannot create {}: {e}", parent.display())))?;
     // Serialise imports of one target; the lock file is hidden beside it.
     let lock_path = parent.join(format!(".{name}.pchronicle-import.lock"));
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| ImportError::Io(e.to_string()))?;
-    let lock = match lock.try_lock() {
-        Ok(()) => ImportLock {
-            path: lock_path,
-            _file: lock,
-        },
-        Err(std::fs::TryLockError::WouldBlock) => {
-            return Err(ImportError::Busy(target.display().to_string()).into())
-        }
-        Err(std::fs::TryLockError::Error(e)) => return Err(ImportError::Io(e.to_string()).into()),
-    };
+    let lock = ImportLock::acquire(lock_path)?
+        .ok_or_else(|| ImportError::Busy(target.display().to_string()))?;
     if std::fs::symlink_metadata(target).is_ok() {
         return Err(ImportError::TargetExists(target.display().to_string()).into());
     }
