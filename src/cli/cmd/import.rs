@@ -150,13 +150,12 @@ impl ImportLock {
             let held = file
                 .metadata()
                 .map_err(|e| ImportError::Io(e.to_string()))?;
-            match std::fs::metadata(&path) {
-                Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => {
+            if let Ok(now) = std::fs::metadata(&path) {
+                if now.dev() == held.dev() && now.ino() == held.ino() {
                     return Ok(Some(ImportLock { path, _file: file }));
                 }
-                // Removed or replaced under us: try again on the new file.
-                _ => continue,
             }
+            // Removed or replaced under us: try again on the new file.
         }
         Ok(None)
     }
