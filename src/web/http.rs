@@ -718,7 +718,7 @@ mod tests {
     use super::*;
 
     fn head(lines: &[&str]) -> Result<Head, Refusal> {
-        parse_head_lines(&lines.iter().map(|l| l.to_string()).collect::<Vec<_>>())
+        parse_head_lines(&lines.iter().map(ToString::to_string).collect::<Vec<_>>())
     }
 
     #[test]
