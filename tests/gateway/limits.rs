@@ -262,7 +262,7 @@ fn damaged_state_and_missing_targets_fail_with_codes() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("PC-GW-010") || err.contains("PC-WEB-"),
+        err.contains("PC-GW-010") && err.contains("create it first"),
         "{err}"
     );
     assert!(!s.path().join("not-there").exists());
