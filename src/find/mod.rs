@@ -17,7 +17,8 @@ pub mod tokenize;
 
 pub use ast::{CmpOp, FindExpr, JsonValue, Span, TextField};
 pub use parser::{
-    combine_match_expressions, parse_match_expression, MAX_DEPTH, MAX_EXPRESSION_BYTES,
+    combine_match_expressions, parse_expression_text, parse_match_expression, MAX_DEPTH,
+    MAX_EXPRESSION_BYTES,
 };
 
 /// `find` errors, distinguishable by code.

@@ -485,7 +485,7 @@ fn flatten(terms: Vec<FindExpr>, and: bool) -> FindExpr {
     }
 }
 
-/// Parse one `--match` expression.
+/// Parse one `--match` expression (at most [`MAX_EXPRESSION_BYTES`]).
 pub fn parse_match_expression(text: &str) -> Result<FindExpr, FindError> {
     if text.len() > MAX_EXPRESSION_BYTES {
         return Err(FindError::Resource {
@@ -495,6 +495,14 @@ pub fn parse_match_expression(text: &str) -> Result<FindExpr, FindError> {
             ),
         });
     }
+    parse_expression_text(text)
+}
+
+/// Parse an expression of any length: the canonical form of an accepted
+/// `--match` can be longer than the bound (quotes added, control characters
+/// escaped), and must still parse back to the same expression. Nesting stays
+/// bounded.
+pub fn parse_expression_text(text: &str) -> Result<FindExpr, FindError> {
     let mut p = P {
         s: text,
         b: text.as_bytes(),
