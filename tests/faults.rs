@@ -31,6 +31,18 @@ fn import_cmd(home: &Path, input: &Path, target: &Path) -> Command {
     c
 }
 
+/// `pchronicle COMMAND DATASET ARGS…` with HOME and the cache under `home`.
+fn run_on(home: &Path, command: &str, dataset: &Path, args: &[&str]) -> Output {
+    bin()
+        .env("HOME", home)
+        .env("PCHRONICLE_CACHE_DIR", home.join("cache"))
+        .arg(command)
+        .arg(dataset)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -510,14 +522,18 @@ fn a_full_file_system_fails_imports_and_outputs_cleanly() {
 
     // An output file that does not fit: PC-IO-001 and no file, no temporary.
     let out = fs.path().join("out.csv");
-    let o = bin()
-        .env("HOME", home.path())
-        .args(["query"])
-        .arg(example(""))
-        .args(["SELECT * FROM steps", "--format", "csv", "--output"])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = run_on(
+        home.path(),
+        "query",
+        &example(""),
+        &[
+            "SELECT * FROM steps",
+            "--format",
+            "csv",
+            "--output",
+            out.to_str().unwrap(),
+        ],
+    );
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(e.contains("error[PC-IO-001]"), "{e}");
@@ -539,28 +555,25 @@ fn an_import_whose_index_does_not_fit_publishes_a_complete_store() {
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(0), "{e}");
     assert!(e.contains("warning[PC-FND-003]"), "{e}");
-    let o = bin()
-        .env("HOME", home.path())
-        .args(["query"])
-        .arg(&target)
-        .args([
+    let o = run_on(
+        home.path(),
+        "query",
+        &target,
+        &[
             "SELECT count(*) AS steps FROM steps",
             "--format",
             "jsonl",
             "--errors",
             "strict",
-        ])
-        .output()
-        .unwrap();
+        ],
+    );
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), r#"{"steps":33}"#);
-    let o = bin()
-        .env("HOME", home.path())
-        .env("PCHRONICLE_CACHE_DIR", home.path().join("cache"))
-        .args(["find"])
-        .arg(&target)
-        .args(["--match", "hello", "--format", "json"])
-        .output()
-        .unwrap();
+    let o = run_on(
+        home.path(),
+        "find",
+        &target,
+        &["--match", "hello", "--format", "json"],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(!v["matches"].as_array().unwrap().is_empty(), "{v}");
@@ -592,12 +605,12 @@ fn an_import_that_dies_on_either_side_of_its_publishing_rename() {
         assert_eq!(target.exists(), published, "{point}");
         // The parent directory as a Dataset: the target is a complete store
         // or absent; a leftover staging tree is hidden and never a Source.
-        let ls = bin()
-            .env("HOME", home.path())
-            .args(["status", "--errors", "strict", "--format", "json", "-q"])
-            .arg(&wh)
-            .output()
-            .unwrap();
+        let ls = run_on(
+            home.path(),
+            "status",
+            &wh,
+            &["--errors", "strict", "--format", "json", "-q"],
+        );
         assert_eq!(ls.status.code(), Some(0), "{point}: {}", stderr(&ls));
         let v: serde_json::Value = serde_json::from_slice(&ls.stdout).unwrap();
         let want_steps = if published { 33 } else { 0 };

@@ -83,20 +83,18 @@ fn many_records(path: &Path, n: usize) {
     std::fs::write(path, text).unwrap();
 }
 
-#[test]
-fn file_truncated_during_read_fails_with_code() {
+/// Read a 2,000-record JSON Lines Source, running `change` on its file once
+/// the first record is decoded; the read must fail with `PC-CAT-008`.
+fn changed_mid_read_fails(change: impl FnOnce(&Path)) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.jsonl");
     many_records(&path, 2000);
     let uri = DatasetUri::local(dir.path(), Path::new("/"));
     let snap = CatalogSnapshot::open(&uri, DiscoveryLimits::default(), false).unwrap();
-    let full = std::fs::metadata(&path).unwrap().len();
-    let mut seen = 0usize;
+    let mut change = Some(change);
     let r = read_source(&snap.sources[0], DecodeOptions::full(1 << 20), &mut |_| {
-        seen += 1;
-        if seen == 1 {
-            let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-            f.set_len(full / 3).unwrap();
+        if let Some(c) = change.take() {
+            c(&path);
         }
     });
     assert!(
@@ -106,48 +104,27 @@ fn file_truncated_during_read_fails_with_code() {
 }
 
 #[test]
-fn file_deleted_during_read_fails_with_code() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.jsonl");
-    many_records(&path, 2000);
-    let uri = DatasetUri::local(dir.path(), Path::new("/"));
-    let snap = CatalogSnapshot::open(&uri, DiscoveryLimits::default(), false).unwrap();
-    let mut seen = 0usize;
-    let r = read_source(&snap.sources[0], DecodeOptions::full(1 << 20), &mut |_| {
-        seen += 1;
-        if seen == 1 {
-            std::fs::remove_file(&path).unwrap();
-        }
+fn file_truncated_during_read_fails_with_code() {
+    changed_mid_read_fails(|path| {
+        let full = std::fs::metadata(path).unwrap().len();
+        let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        f.set_len(full / 3).unwrap();
     });
-    assert!(
-        matches!(r, Err(ReadFailure::Fatal(ref e)) if e.code() == "PC-CAT-008"),
-        "{r:?}"
-    );
+}
+
+#[test]
+fn file_deleted_during_read_fails_with_code() {
+    changed_mid_read_fails(|path| std::fs::remove_file(path).unwrap());
 }
 
 #[test]
 fn file_rewritten_in_place_during_read_fails_with_code() {
     // Same size, same inode, different bytes: caught by the modification time.
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.jsonl");
-    many_records(&path, 2000);
-    let uri = DatasetUri::local(dir.path(), Path::new("/"));
-    let snap = CatalogSnapshot::open(&uri, DiscoveryLimits::default(), false).unwrap();
-    let before = std::fs::read(&path).unwrap();
-    let mut seen = 0usize;
-    let r = read_source(&snap.sources[0], DecodeOptions::full(1 << 20), &mut |_| {
-        seen += 1;
-        if seen == 1 {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            let swapped = String::from_utf8(before.clone())
-                .unwrap()
-                .replace("session-01999", "session-99999");
-            let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-            f.write_all(swapped.as_bytes()).unwrap();
-        }
+    changed_mid_read_fails(|path| {
+        let before = std::fs::read_to_string(path).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let swapped = before.replace("session-01999", "session-99999");
+        let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        f.write_all(swapped.as_bytes()).unwrap();
     });
-    assert!(
-        matches!(r, Err(ReadFailure::Fatal(ref e)) if e.code() == "PC-CAT-008"),
-        "{r:?}"
-    );
 }

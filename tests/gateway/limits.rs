@@ -239,6 +239,21 @@ fn a_stop_while_a_stream_is_relayed_lets_it_finish_and_keeps_it() {
     assert!(stream[0]["payload"].get("upstream_error").is_none());
 }
 
+/// `serve --config WH --gateway GW`, which must stop with exit 2; its stderr.
+fn serve_refused(s: &Setup, wh: &std::path::Path, gw: &std::path::Path) -> String {
+    let o = crate::command(s.path())
+        .env("ROUTE_KEY", crate::ROUTE_KEY)
+        .args(["serve", "--config"])
+        .arg(wh)
+        .arg("--gateway")
+        .arg(gw)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    err
+}
+
 #[test]
 fn damaged_state_and_missing_targets_fail_with_codes() {
     let up = Upstream::start(0);
@@ -251,16 +266,7 @@ fn damaged_state_and_missing_targets_fail_with_codes() {
         "[[datasets]]\nname = \"gone\"\nuri = \"./not-there\"\n",
     )
     .unwrap();
-    let o = crate::command(s.path())
-        .env("ROUTE_KEY", crate::ROUTE_KEY)
-        .args(["serve", "--config"])
-        .arg(&missing)
-        .arg("--gateway")
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = serve_refused(&s, &missing, &cfg);
     assert!(
         err.contains("PC-GW-010") && err.contains("create it first"),
         "{err}"
@@ -278,16 +284,7 @@ fn damaged_state_and_missing_targets_fail_with_codes() {
     assert_eq!(gw.stop(), Some(0));
     let checkpoint = s.ds().join(".pchronicle-gateway/checkpoint.json");
     std::fs::write(&checkpoint, b"{\"position\": [garbage").unwrap();
-    let o = crate::command(s.path())
-        .env("ROUTE_KEY", crate::ROUTE_KEY)
-        .args(["serve", "--config"])
-        .arg(&wh)
-        .arg("--gateway")
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = serve_refused(&s, &wh, &cfg);
     assert!(
         err.contains("PC-GW-011") && err.contains("checkpoint.json"),
         "{err}"
