@@ -122,6 +122,177 @@ function jsonText(v) {
   return JSON.stringify(v, null, 2);
 }
 
+// ------------------------------------------------------------ terminal output
+
+// Tool output is shown as a terminal showed it: SGR colours become classes,
+// other control sequences (cursor moves, titles, hyperlinks) are dropped,
+// carriage returns and backspaces overwrite the line, CRLF is a newline. The
+// text stays text: every segment is a text node.
+
+const SGR_COLOURS = 8;
+
+/** Parse terminal text into lines of [text, style] segments. */
+function terminalLines(text) {
+  const lines = [];
+  let cells = [];
+  let cursor = 0;
+  let style = { fg: null, bg: null, bold: false, dim: false, underline: false };
+  const key = (st) => `${st.fg ?? ''}|${st.bg ?? ''}|${st.bold ? 'b' : ''}${st.dim ? 'd' : ''}${st.underline ? 'u' : ''}`;
+  const put = (ch) => {
+    const cell = { ch, style };
+    if (cursor < cells.length) cells[cursor] = cell; else cells.push(cell);
+    cursor += 1;
+  };
+  const endLine = () => {
+    const segs = [];
+    for (const c of cells) {
+      const last = segs[segs.length - 1];
+      if (last && key(last[1]) === key(c.style)) last[0] += c.ch; else segs.push([c.ch, c.style]);
+    }
+    lines.push(segs);
+    cells = [];
+    cursor = 0;
+  };
+  const sgr = (params) => {
+    const ps = params === '' ? [0] : params.split(';').map((x) => Number(x || 0));
+    const st = { ...style };
+    for (let i = 0; i < ps.length; i++) {
+      const p = ps[i];
+      if (p === 0) Object.assign(st, { fg: null, bg: null, bold: false, dim: false, underline: false });
+      else if (p === 1) st.bold = true;
+      else if (p === 2) st.dim = true;
+      else if (p === 4) st.underline = true;
+      else if (p === 22) { st.bold = false; st.dim = false; }
+      else if (p === 24) st.underline = false;
+      else if (p >= 30 && p <= 37) st.fg = p - 30;
+      else if (p >= 90 && p <= 97) st.fg = p - 90 + SGR_COLOURS;
+      else if (p === 39) st.fg = null;
+      else if (p >= 40 && p <= 47) st.bg = p - 40;
+      else if (p >= 100 && p <= 107) st.bg = p - 100 + SGR_COLOURS;
+      else if (p === 49) st.bg = null;
+      else if (p === 38 || p === 48) {
+        // 256-colour and true-colour forms: the first 16 map to the palette.
+        if (ps[i + 1] === 5) { const c = ps[i + 2]; if (c < 16) { if (p === 38) st.fg = c; else st.bg = c; } i += 2; }
+        else if (ps[i + 1] === 2) i += 4;
+      }
+    }
+    style = st;
+  };
+  const chars = Array.from(text || '');
+  for (let i = 0; i < chars.length; i++) {
+    const c = chars[i];
+    const code = c.codePointAt(0);
+    if (c === '\n') { endLine(); continue; }
+    if (c === '\r') { cursor = 0; continue; }
+    if (c === '\b') { cursor = Math.max(0, cursor - 1); continue; }
+    if (c === '\t') { put(c); continue; }
+    if (c === '\u001b' || c === '\u009b') {
+      let j = i + 1;
+      const intro = c === '\u009b' ? '[' : chars[j];
+      if (c === '\u001b') j += 1;
+      if (intro === '[') {
+        let params = '';
+        while (j < chars.length && /[0-?]/.test(chars[j])) params += chars[j++];
+        while (j < chars.length && /[ -/]/.test(chars[j])) j++;
+        const final = j < chars.length && /[@-~]/.test(chars[j]) ? chars[j] : '';
+        if (final) j++;
+        if (final === 'm') sgr(params);
+        i = j - 1;
+      } else if (intro === ']' || intro === 'P' || intro === 'X' || intro === '^' || intro === '_') {
+        while (j < chars.length && chars[j] !== '\u0007' && chars[j] !== '\n' && chars[j] !== '\u009c' && chars[j] !== '\u001b') j++;
+        if (chars[j] === '\u001b') j += chars[j + 1] === '\\' ? 2 : 1;
+        else if (chars[j] === '\u0007' || chars[j] === '\u009c') j++;
+        i = j - 1;
+      } else if (intro !== undefined && intro !== '\n') {
+        while (j - 1 < chars.length && /[ -/]/.test(chars[j - 1])) j++;
+        i = j - 1;
+      } else {
+        i = j - 2;
+      }
+      continue;
+    }
+    if (code < 0x20 || (code >= 0x7f && code <= 0x9f)) continue;
+    put(c);
+  }
+  if (cells.length || !lines.length) endLine();
+  // A trailing newline does not make an empty last line.
+  if (lines.length > 1 && !lines[lines.length - 1].length && (text || '').endsWith('\n')) lines.pop();
+  return lines;
+}
+
+function lineNode(segs, terms) {
+  const line = h('span', { class: 'line' });
+  for (const [t, st] of segs) {
+    const cls = [st.fg != null ? `fg${st.fg}` : '', st.bg != null ? `bg${st.bg}` : '', st.bold ? 'b' : '', st.dim ? 'dim' : '', st.underline ? 'u' : ''].filter(Boolean).join(' ');
+    line.append(cls ? h('span', { class: cls }, highlighted(t, terms)) : highlighted(t, terms));
+  }
+  line.append('\n');
+  return line;
+}
+
+const COLLAPSE_LINES = 30;
+const HEAD_LINES = 12;
+const TAIL_LINES = 8;
+
+/**
+ * A block of tool output. `entry` is an output entry of the API
+ * ({text, tail?, cut, lines}); `full` fetches the whole text when the page
+ * carried only its head and tail. Long output shows its first and last lines
+ * with a button to show all of it.
+ */
+function terminalBlock(entry, terms, full) {
+  const pre = h('pre', { class: 'term', 'data-lines': entry.lines });
+  const render = (text, expanded) => {
+    clear(pre);
+    const lines = terminalLines(text);
+    if (expanded || lines.length <= COLLAPSE_LINES) {
+      for (const l of lines) pre.append(lineNode(l, terms));
+      return;
+    }
+    for (const l of lines.slice(0, HEAD_LINES)) pre.append(lineNode(l, terms));
+    pre.append(showAll());
+    for (const l of lines.slice(-TAIL_LINES)) pre.append(lineNode(l, terms));
+  };
+  const showAll = () => h('button', {
+    class: 'show-all', onclick: async (e) => {
+      e.target.disabled = true;
+      try { render(entry.cut ? await full() : entry.text, true); } catch (err) { pre.append(errorBox(err)); }
+    },
+  }, `show all ${fmtNum(entry.lines)} lines`);
+  if (entry.cut) {
+    clear(pre);
+    const head = terminalLines(entry.text);
+    const tail = terminalLines(entry.tail || '');
+    for (const l of head.slice(0, HEAD_LINES)) pre.append(lineNode(l, terms));
+    pre.append(showAll());
+    for (const l of tail.slice(-TAIL_LINES)) pre.append(lineNode(l, terms));
+  } else {
+    render(entry.text, false);
+  }
+  return pre;
+}
+
+/** Images a result or message refers to: shown when the Dataset has the file. */
+function mediaNodes(ctx, media) {
+  return (media || []).map((m) => {
+    const local = m.kind === 'image' && m.path && !/^[a-z][a-z0-9+.-]*:/i.test(m.path);
+    if (!local) return h('div', { class: 'media-placeholder muted' }, m.label);
+    const src = `${API}/datasets/${encodePath(ctx.ds)}/media?` + new URLSearchParams({ source: ctx.source, path: m.path });
+    const holder = h('figure', { class: 'media' });
+    const img = h('img', { src, alt: m.label, loading: 'lazy' });
+    img.addEventListener('error', () => { clear(holder).append(h('div', { class: 'media-placeholder muted', 'data-broken': '1' }, m.label)); });
+    holder.append(img, h('figcaption', { class: 'muted' }, m.path));
+    return holder;
+  });
+}
+
+/** The output entries of a call or a step, each as a terminal block. */
+function outputNodes(ctx, entries, terms, full) {
+  return entries.map((e, i) => h('div', { class: 'output' },
+    e.text || e.tail ? terminalBlock(e, terms, async () => (await full())[i].text) : null,
+    mediaNodes(ctx, e.media)));
+}
+
 // ------------------------------------------------------------ state
 
 const state = { catalog: null, dataset: null };
@@ -306,8 +477,10 @@ function stepNode(ctx, step) {
     step.timestamp ? h('span', {}, step.timestamp) : null,
     step.model_name ? h('span', {}, step.model_name) : null,
     h('span', {}, metricsLine(step))));
-  const truncated = new Set(step.truncated || []);
+  // Cut output is expanded by its own block; other cut fields by this button.
+  const truncated = new Set((step.truncated || []).filter((k) => !['observation', 'observation_text'].includes(k) && !/^tool_calls\[\d+\]\.results/.test(k)));
   const body = h('div', { class: 'body' });
+  const fullStep = () => api(`/datasets/${encodePath(ctx.ds)}/trajectories/${encodePath(ctx.doc)}/steps/${step.index}`, { source: ctx.source });
   const fill = (s) => {
     clear(body);
     if (s.reasoning_content) {
@@ -316,17 +489,22 @@ function stepNode(ctx, step) {
     }
     if (s.message_value) body.append(h('div', { class: 'text message' }, highlighted(s.message_value, terms)));
     else if (s.message_json && typeof s.message_json !== 'string') body.append(h('pre', { class: 'json' }, jsonText(s.message_json)));
-    for (const c of s.tool_calls || []) {
-      body.append(h('div', { class: 'call' },
+    body.append(...mediaNodes(ctx, (s.message_media || []).filter((m) => m.kind === 'image')));
+    (s.tool_calls || []).forEach((c, ci) => {
+      const out = c.output || [];
+      const own = c.result != null && c.result !== 'null' ? c.result : null;
+      body.append(h('div', { class: 'call', 'data-call': c.tool_call_id },
         h('div', {}, h('span', { class: 'fn' }, c.function_name || '(tool)'), ' ',
           h('span', { class: 'muted' }, [c.tool_call_id, c.status, c.duration_ms != null ? `${c.duration_ms} ms` : null, c.exit_code != null ? `exit ${c.exit_code}` : null].filter(Boolean).join(' · '))),
         h('details', { open: true }, h('summary', {}, 'arguments'), h('pre', { class: 'json' }, highlighted(jsonText(c.arguments), terms))),
-        (c.result != null || c.results != null) ? h('details', {}, h('summary', {}, 'result'),
-          h('pre', { class: 'json' }, highlighted(jsonText(c.result != null ? c.result : c.results), terms))) : null));
-    }
-    if (s.observation) {
-      body.append(h('details', { open: true }, h('summary', {}, 'Observation'),
-        h('div', { class: 'text' }, highlighted(s.observation, terms))));
+        own != null ? h('details', { open: true }, h('summary', {}, 'result given on the call'), h('pre', { class: 'json' }, highlighted(jsonText(own), terms))) : null,
+        out.length ? h('details', { open: true, class: 'result' }, h('summary', {}, out.length > 1 ? `result (${out.length})` : 'result'),
+          outputNodes(ctx, out, terms, async () => (await fullStep()).tool_calls[ci].output)) : null));
+    });
+    const loose = s.output || [];
+    if (loose.length) {
+      body.append(h('details', { open: true, class: 'observation' }, h('summary', {}, 'Output'),
+        outputNodes(ctx, loose, terms, async () => (await fullStep()).output)));
     }
     if (s.metrics && typeof s.metrics === 'object') {
       body.append(h('details', {}, h('summary', {}, 'metrics'), h('pre', { class: 'json' }, jsonText(s.metrics))));
@@ -339,8 +517,7 @@ function stepNode(ctx, step) {
       class: 'more', onclick: async (e) => {
         e.target.disabled = true;
         try {
-          const full = await api(`/datasets/${encodePath(ctx.ds)}/trajectories/${encodePath(ctx.doc)}/steps/${step.index}`, { source: ctx.source });
-          fill(full);
+          fill(await fullStep());
           e.target.remove();
         } catch (err) { node.append(errorBox(err)); }
       },
@@ -472,7 +649,8 @@ async function renderFind(root, params) {
     try {
       const r = await api(`/datasets/${encodePath(ds)}/find`, { q: q.value, scope: scope.value, explain: '1' });
       if (my !== seq) return;
-      clear(parse).append(h('span', { class: 'ok' }, '✓ parsed'), ` · scope ${r.search.scope} · mode ${r.search.mode} · `, h('code', {}, r.query.expression || ''));
+      clear(parse).append(h('span', { class: 'ok' }, '✓ parsed'), ` · scope ${r.search.scope} · mode ${r.search.mode} · `, h('code', {}, r.query.expression || ''),
+        ...(r.search.notes || []).map((n) => h('div', { class: 'note' }, `note: ${n}`)));
     } catch (e) {
       if (my !== seq) return;
       clear(parse).append(h('span', { class: 'error' }, `✗ ${e.code}: ${e.message}`));
@@ -490,12 +668,17 @@ async function renderFind(root, params) {
     results.append(h('p', { class: 'muted' },
       `${fmtNum(r.total)} match${r.total === 1 ? '' : 'es'}${r.truncated ? ` (showing ${r.matches.length})` : ''} · ${r.search.scope} · ${Math.round(r.elapsed_ms)} ms`,
       r.search.fts_available ? '' : ` · full-text search unavailable: ${r.search.fts_unavailable_reason || ''}`));
+    for (const n of r.search.notes || []) results.append(h('p', { class: 'note', 'data-testid': 'find-note' }, `note: ${n}`));
     for (const m of r.matches) {
       const link = hashFor(['d', ds, 't', m.document_id], { source: m.source_path, step: m.index, hl: terms.join('\u001f') });
       const f = m.fields || {};
       const parts = [];
-      for (const [k, label] of [['message_value', 'message'], ['reasoning_content', 'reasoning'], ['observation', 'observation'], ['prompt', 'prompt']]) {
-        if (f[k]) parts.push(h('div', {}, h('span', { class: 'badge' }, label), h('div', { class: 'text' }, highlighted(f[k], terms))));
+      for (const [k, label] of [['message_value', 'message'], ['reasoning_content', 'reasoning'], ['observation_text', 'output'], ['prompt', 'prompt']]) {
+        if (!f[k]) continue;
+        const body = k === 'observation_text'
+          ? terminalBlock({ text: f[k], cut: false, lines: f[k].split('\n').length }, terms)
+          : h('div', { class: 'text' }, highlighted(f[k], terms));
+        parts.push(h('div', {}, h('span', { class: 'badge' }, label), body));
       }
       if (!parts.length) parts.push(h('div', { class: 'text' }, highlighted(m.preview, terms)));
       results.append(h('div', { class: 'hit', 'data-document': m.document_id },

@@ -35,10 +35,14 @@ build_release() {
   export PC GEN
 }
 
+# The generator's output version: corpora made by an older generator (before
+# its observations looked like real terminal output) are not reused.
+CORPUS_VERSION=2
+
 # corpus NAME ARGS... : generate once, reuse afterwards.
 corpus() {
   local name="$1"; shift
-  local dir="$CORPUS_ROOT/$name"
+  local dir="$CORPUS_ROOT/$name-g$CORPUS_VERSION"
   if [ ! -f "$dir/.done" ]; then
     rm -rf "$dir"
     "$GEN" --out "$dir" "$@" >&2

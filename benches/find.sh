@@ -16,7 +16,7 @@ ensure_tools
 build_release
 DIR=$(corpus "atif-${RUNS}x${STEPS}" --runs "$RUNS" --steps "$STEPS" --seed 7)
 RAW_BYTES=$(find "$DIR" -name '*.json' -printf '%s\n' | awk '{s+=$1} END {print s}')
-WORK="$CORPUS_ROOT/find-${RUNS}x${STEPS}"
+WORK="$CORPUS_ROOT/find-${RUNS}x${STEPS}-g$CORPUS_VERSION"
 STORE="$WORK/store"
 mkdir -p "$WORK"
 export PCHRONICLE_CACHE_DIR="$WORK/cache"
@@ -37,7 +37,8 @@ STORE_BYTES=$(du -sb "$STORE" | cut -f1)
 # --- the same steps as Parquet for DuckDB ----------------------------------
 PARQUET="$WORK/steps.parquet"
 if [ ! -f "$PARQUET" ]; then
-  "$PC" query "$STORE" "SELECT source_path, document_id, step_id, step_source, message_value, observation, prompt, extra FROM steps" --format jsonl -q \
+  # The decoded tool output, the text find searches (not its JSON).
+  "$PC" query "$STORE" "SELECT source_path, document_id, step_id, step_source, message_value, observation_text AS observation, prompt, extra FROM steps" --format jsonl -q \
     --max-rows 100000000 --max-output-bytes 100000000000 > "$WORK/steps.jsonl"
   duckdb -c "COPY (SELECT * FROM read_json('$WORK/steps.jsonl', format='newline_delimited', maximum_object_size=268435456)) TO '$PARQUET' (FORMAT parquet)"
   rm -f "$WORK/steps.jsonl"
@@ -47,6 +48,7 @@ fi
 QUERIES=(
   "single term (zh)|--match 超时|-F 超时|message_value LIKE '%超时%' OR observation LIKE '%超时%' OR prompt LIKE '%超时%'"
   "single term (en)|--match timeout|-i -w timeout|message_value ILIKE '%timeout%' OR observation ILIKE '%timeout%' OR prompt ILIKE '%timeout%'"
+  "term in tool output|--match Traceback|-F Traceback|observation LIKE '%Traceback%'"
   "phrase|--match \"'请求超时'\"|-F 请求超时|message_value LIKE '%请求超时%' OR observation LIKE '%请求超时%' OR prompt LIKE '%请求超时%'"
   "role-scoped term|--match '#user(数据库)'|-F 数据库|step_source = 'user' AND message_value LIKE '%数据库%'"
   "term AND \$.priority>=2|--match '重试 AND \$.priority>=2'|-F 重试|(message_value LIKE '%重试%' OR observation LIKE '%重试%' OR prompt LIKE '%重试%') AND TRY_CAST(json_extract(extra, '\$.priority') AS INT) >= 2"
@@ -59,7 +61,7 @@ rg -l -F 超时 "$DIR" > /dev/null || true
 sync
 
 OUT=$(mktemp -d)
-echo "Corpus: $STEPS_N steps in $RUNS ATIF files ($(awk -v b="$RAW_BYTES" 'BEGIN{printf "%.0f", b/1e6}') MB), mixed Chinese/English, seed 7."
+echo "Corpus: $STEPS_N steps in $RUNS ATIF files ($(awk -v b="$RAW_BYTES" 'BEGIN{printf "%.0f", b/1e6}') MB), mixed Chinese/English, tool output shaped like real terminal sessions (prompts, tracebacks, pytest and compiler output, ANSI colours, CRLF, tabs, printed JSON), seed 7."
 echo
 echo "## Import and index build"
 echo
@@ -69,7 +71,7 @@ echo "| import wall time (files → store + index) | ${IMPORT_S} s |"
 echo "| import throughput (raw JSON) | $(awk -v b="$RAW_BYTES" -v s="$IMPORT_S" 'BEGIN{printf "%.0f", b/1e6/s}') MB/s |"
 echo "| import peak RSS | $(awk -v k="$IMPORT_RSS" 'BEGIN{printf "%.0f", k/1024}') MiB |"
 echo "| index build (part of import) | ${INDEX_S} s |"
-echo "| index build throughput (step text, Jieba) | $(awk -v b="$TEXT_BYTES" -v s="$INDEX_S" 'BEGIN{printf "%.1f", b/1e6/s}') MB/s of $(awk -v b="$TEXT_BYTES" 'BEGIN{printf "%.0f", b/1e6}') MB |"
+echo "| index build throughput (decoded step text, Jieba) | $(awk -v b="$TEXT_BYTES" -v s="$INDEX_S" 'BEGIN{printf "%.1f", b/1e6/s}') MB/s of $(awk -v b="$TEXT_BYTES" 'BEGIN{printf "%.0f", b/1e6}') MB |"
 echo "| index size | $(awk -v b="$INDEX_BYTES" 'BEGIN{printf "%.0f", b/1e6}') MB ($(awk -v i="$INDEX_BYTES" -v t="$TEXT_BYTES" 'BEGIN{printf "%.2f", i/t}')× step text, $(awk -v i="$INDEX_BYTES" -v r="$RAW_BYTES" 'BEGIN{printf "%.2f", i/r}')× raw JSON) |"
 echo "| store size including index | $(awk -v b="$STORE_BYTES" 'BEGIN{printf "%.0f", b/1e6}') MB |"
 echo

@@ -16,7 +16,7 @@ build_release
 DIR=$(corpus "atif-${RUNS}x${STEPS}" --runs "$RUNS" --steps "$STEPS" --seed 11)
 RAW_BYTES=$(find "$DIR" -name '*.json' -printf '%s\n' | awk '{s+=$1} END {print s}')
 LARGEST=$(find "$DIR" -name '*.json' -printf '%s\n' | sort -n | tail -1)
-WORK="$CORPUS_ROOT/import-${RUNS}x${STEPS}"
+WORK="$CORPUS_ROOT/import-${RUNS}x${STEPS}-g$CORPUS_VERSION"
 rm -rf "$WORK"
 mkdir -p "$WORK"
 mb() { awk -v b="$1" 'BEGIN{printf "%.0f", b/1e6}'; }

@@ -12,13 +12,13 @@ ensure_tools
 command -v wrk >/dev/null 2>&1 || { as_root apt-get update -qq; as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
 build_release
 DIR=$(corpus "atif-10000x100" --runs 10000 --steps 100 --seed 7)
-STORE="$CORPUS_ROOT/find-10000x100/store"
+STORE="$CORPUS_ROOT/find-10000x100-g$CORPUS_VERSION/store"
 if [ ! -f "$STORE/CURRENT" ]; then
   rm -rf "$STORE"; mkdir -p "$(dirname "$STORE")"
   "$PC" import --from "$DIR" --output "$STORE" -q > /dev/null
 fi
 BIG=$(corpus "atif-1x100000" --runs 1 --steps 100000 --seed 11)
-BIGSTORE="$CORPUS_ROOT/serve-1x100000/store"
+BIGSTORE="$CORPUS_ROOT/serve-1x100000-g$CORPUS_VERSION/store"
 if [ ! -f "$BIGSTORE/CURRENT" ]; then
   rm -rf "$BIGSTORE"; mkdir -p "$(dirname "$BIGSTORE")"
   "$PC" import --from "$BIG" --output "$BIGSTORE" -q > /dev/null

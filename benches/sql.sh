@@ -11,8 +11,8 @@ STEPS="${2:-100}"
 ensure_tools
 build_release
 DIR=$(corpus "atif-${RUNS}x${STEPS}" --runs "$RUNS" --steps "$STEPS" --seed 7)
-WORK="$CORPUS_ROOT/sql-${RUNS}x${STEPS}"
-STORE="$CORPUS_ROOT/find-${RUNS}x${STEPS}/store"
+WORK="$CORPUS_ROOT/sql-${RUNS}x${STEPS}-g$CORPUS_VERSION"
+STORE="$CORPUS_ROOT/find-${RUNS}x${STEPS}-g$CORPUS_VERSION/store"
 mkdir -p "$WORK"
 if [ ! -f "$STORE/CURRENT" ]; then
   rm -rf "$STORE"

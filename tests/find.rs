@@ -1,6 +1,9 @@
 //! `find` semantics: every hit set equals a brute-force evaluation of the
-//! expression row by row (same analyzer, no index), Chinese recall equals a
-//! LIKE ground truth, and the cache index follows Source changes.
+//! expression row by row over the decoded text (same analyzer, no index;
+//! tool output decoded from its raw JSON here, independently of the
+//! library), Chinese recall equals a LIKE ground truth, and the cache index
+//! follows Source changes. The corpora carry terminal output as real agents
+//! record it: prompts, tracebacks, ANSI colours, CRLF, tabs, printed JSON.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -36,12 +39,53 @@ fn mounts(dir: &Path) -> Mounts {
     .unwrap()
 }
 
+/// The text a person reads in an observation, decoded from its raw JSON by
+/// hand: each result's content string, or its text parts and `[image: path]`
+/// for image parts, or `[subagent: id]` for a subagent reference; joined
+/// with newlines.
+fn decoded_observation(raw: &str) -> Option<String> {
+    use serde_json::Value;
+    let v: Value = serde_json::from_str(raw).unwrap();
+    let mut pieces: Vec<String> = Vec::new();
+    for r in v["results"].as_array()? {
+        match &r["content"] {
+            Value::String(s) => pieces.push(s.clone()),
+            Value::Array(parts) => {
+                for p in parts {
+                    match (p["text"].as_str(), p["type"].as_str()) {
+                        (Some(t), _) => pieces.push(t.to_string()),
+                        (None, Some("image")) => pieces.push(format!(
+                            "[image: {}]",
+                            p["source"]["path"].as_str().unwrap()
+                        )),
+                        other => panic!("unexpected part {other:?}"),
+                    }
+                }
+            }
+            Value::Null => {}
+            other => panic!("unexpected content {other}"),
+        }
+        if let Some(refs) = r["subagent_trajectory_ref"].as_array() {
+            for x in refs {
+                pieces.push(format!(
+                    "[subagent: {}]",
+                    x["trajectory_id"].as_str().unwrap()
+                ));
+            }
+        }
+    }
+    pieces.retain(|p| !p.is_empty());
+    (!pieces.is_empty()).then(|| pieces.join("\n"))
+}
+
 fn rows(m: &Mounts) -> Vec<Row> {
+    let mut cols = BUILD_COLUMNS.to_vec();
+    cols.push("observation");
     let batches = m
         .scan_sources(
             "dataset",
             Table::Steps,
-            &BUILD_COLUMNS,
+            &cols,
             &|_| true,
             &|b| Ok(b),
             &|| Ok(()),
@@ -55,6 +99,9 @@ fn rows(m: &Mounts) -> Vec<Row> {
         };
         let step = b.column(4).as_primitive::<Int64Type>();
         for r in 0..b.num_rows() {
+            // The library's decoded column equals the hand decoding.
+            let by_hand = s(15, r).and_then(|raw| decoded_observation(&raw));
+            assert_eq!(s(10, r), by_hand, "observation_text of row {r}");
             out.push(Row {
                 key: (
                     s(0, r).unwrap(),
@@ -63,7 +110,7 @@ fn rows(m: &Mounts) -> Vec<Row> {
                     (!step.is_null(r)).then(|| step.value(r)),
                 ),
                 role: s(5, r),
-                text: [s(8, r), s(9, r), s(10, r), s(11, r), s(12, r)],
+                text: [s(8, r), s(9, r), by_hand, s(11, r), s(12, r)],
                 json: [
                     s(13, r).and_then(|t| serde_json::from_str(&t).ok()),
                     s(14, r).and_then(|t| serde_json::from_str(&t).ok()),
@@ -84,9 +131,9 @@ fn reference(e: &FindExpr, row: &Row) -> bool {
                 return false;
             }
             cols.iter().any(|&c| {
-                row.text[c]
-                    .as_deref()
-                    .is_some_and(|t| exec::find_terms(t, &terms).is_some())
+                row.text[c].as_deref().is_some_and(|t| {
+                    exec::find_terms(&pchronicle::util::terminal::clean(t), &terms).is_some()
+                })
             })
         }
         FindExpr::Json {
@@ -185,6 +232,22 @@ const EXPRESSIONS: &[&str] = &[
     "$.extra.latency_ms >= 4000 AND 重试",
     "cache AND miss AND NOT 命中",
     "Timeout",
+    // Words people read in terminal output: at the start of a line, after a
+    // prompt, a tab or an ANSI colour code, inside JSON a tool printed.
+    "Traceback",
+    "ModuleNotFoundError",
+    "\"most recent call last\"",
+    "#observation(collected)",
+    "#observation(Compiling)",
+    "#observation(modified)",
+    "#observation(ERROR) AND NOT #observation(WARN)",
+    "#observation(\"status\")",
+    "#all(AssertionError) OR #content(pytest)",
+    "root AND NOT Traceback",
+    "#observation(Successfully installed)",
+    "#observation(超时) OR #observation(failed)",
+    "\"No such file or directory\"",
+    "#content(passed) AND #observation(FAILED)",
 ];
 
 #[test]
@@ -236,7 +299,16 @@ fn chinese_recall_equals_like() {
     corpus(&data, 60, "atif", 21);
     let m = mounts(&data);
     let all = rows(&m);
-    for word in ["超时", "数据库", "重试"] {
+    // Chinese words, and words of terminal output that were missed when tool
+    // output was indexed as JSON (`\nTraceback` read as `ntraceback`).
+    for word in [
+        "超时",
+        "数据库",
+        "重试",
+        "Traceback",
+        "ModuleNotFoundError",
+        "collected",
+    ] {
         // LIKE '%word%' over the content columns (message, observation, prompt).
         let like: BTreeSet<Key> = all
             .iter()

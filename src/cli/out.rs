@@ -92,6 +92,12 @@ impl Out {
         }
     }
 
+    /// A `note:` line on stderr: something the user may not expect, that is
+    /// not wrong (suppressed by --quiet).
+    pub fn note(&self, msg: &str) {
+        self.info(&format!("note: {}", escape_control(msg)));
+    }
+
     /// A warning on stderr (always shown).
     pub fn warn(&self, code: &str, msg: &str) {
         let label = if self.color {

@@ -26,7 +26,7 @@ pub const JSON_FAST_MAX_BYTES: usize = 16 * 1024;
 pub const JSON_IN_STORE: &str = "\u{1}";
 
 /// Version of the index layout; an index with another version is rebuilt.
-pub const INDEX_VERSION: u32 = 2;
+pub const INDEX_VERSION: u32 = 3;
 
 /// File that records what an index covers.
 pub const META_FILE: &str = "pchronicle-index.json";
@@ -64,7 +64,9 @@ impl IndexMeta {
     }
 }
 
-/// The text columns that are indexed, in field order.
+/// The text fields of the index, in field order. The `observation` field
+/// holds the decoded observation text (the `observation_text` column), not
+/// its JSON.
 pub const TEXT_COLUMNS: [&str; 5] = [
     "message_value",
     "reasoning_content",
@@ -199,7 +201,7 @@ pub const BUILD_COLUMNS: [&str; 15] = [
     "timestamp",
     "message_value",
     "reasoning_content",
-    "observation",
+    "observation_text",
     "prompt",
     "model_name",
     "metrics",
@@ -315,8 +317,11 @@ impl Builder {
             }
             for (i, a) in texts.iter().enumerate() {
                 if let Some(v) = cell(*a, r) {
+                    // What a terminal showed: colour codes and overprinted
+                    // progress lines would otherwise glue to the words.
+                    let v = crate::util::terminal::clean(v);
                     text_bytes += v.len() as u64;
-                    d.add_text(f.text[i], v);
+                    d.add_text(f.text[i], &*v);
                 }
             }
             for (i, a) in jsons.iter().enumerate() {

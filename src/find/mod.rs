@@ -17,8 +17,8 @@ pub mod tokenize;
 
 pub use ast::{CmpOp, FindExpr, JsonValue, Span, TextField};
 pub use parser::{
-    combine_match_expressions, parse_expression_text, parse_match_expression, MAX_DEPTH,
-    MAX_EXPRESSION_BYTES,
+    combine_match_expressions, operator_notes, parse_expression_text, parse_match_expression,
+    MAX_DEPTH, MAX_EXPRESSION_BYTES,
 };
 
 /// `find` errors, distinguishable by code.
@@ -162,6 +162,27 @@ mod tests {
             parse_match_expression("$x = 1").unwrap_err().code(),
             "PC-FND-001"
         );
+    }
+
+    #[test]
+    fn lower_case_operators_are_noted_with_the_quoted_alternative() {
+        let n = operator_notes("No such file or directory");
+        assert_eq!(n.len(), 1, "{n:?}");
+        assert!(
+            n[0].contains(r#""No such file" OR "directory""#)
+                && n[0].contains(r#"--match '"No such file or directory"'"#),
+            "{}",
+            n[0]
+        );
+        let n = operator_notes("not found");
+        assert!(n[0].contains(r#"NOT "found""#), "{n:?}");
+        // Capitals are the operator on purpose: no note.
+        assert!(operator_notes("timeout OR retry").is_empty());
+        assert!(operator_notes("timeout").is_empty());
+        // Inside a quoted phrase the words are text.
+        assert!(operator_notes(r#""not found""#).is_empty());
+        let n = operator_notes("#user(a) and b");
+        assert!(n[0].contains("capitals"), "{n:?}");
     }
 
     #[test]

@@ -14,6 +14,8 @@ struct P<'a> {
     b: &'a [u8],
     i: usize,
     depth: usize,
+    /// Operator words written in lower or mixed case, by byte offset.
+    soft: Vec<(usize, &'a str)>,
 }
 
 fn is_op_byte(c: u8) -> bool {
@@ -66,6 +68,10 @@ impl<'a> P<'a> {
     fn eat_keyword(&mut self, k: &str) -> bool {
         self.ws();
         if self.keyword_at(self.i) == Some(k) {
+            let word = &self.s[self.i..self.i + k.len()];
+            if word != k {
+                self.soft.push((self.i, word));
+            }
             self.i += k.len();
             true
         } else {
@@ -503,11 +509,16 @@ pub fn parse_match_expression(text: &str) -> Result<FindExpr, FindError> {
 /// escaped), and must still parse back to the same expression. Nesting stays
 /// bounded.
 pub fn parse_expression_text(text: &str) -> Result<FindExpr, FindError> {
+    parse_recording(text).map(|(e, _)| e)
+}
+
+fn parse_recording(text: &str) -> Result<(FindExpr, Vec<(usize, &str)>), FindError> {
     let mut p = P {
         s: text,
         b: text.as_bytes(),
         i: 0,
         depth: 0,
+        soft: Vec::new(),
     };
     let e = p.or()?;
     p.ws();
@@ -525,7 +536,47 @@ pub fn parse_expression_text(text: &str) -> Result<FindExpr, FindError> {
         };
         return Err(p.err(p.i, format!("unexpected `{shown}` {hint}")));
     }
-    Ok(e)
+    Ok((e, p.soft))
+}
+
+/// Notes for a `--match` whose lower-case (or mixed-case) `and`, `or` or
+/// `not` was read as an operator, as RFC-0012 says: `not found` searches
+/// steps without `found`. Each note shows how the expression was read and
+/// the quoted alternative. Empty when every operator was written in capitals
+/// or the expression does not parse.
+pub fn operator_notes(text: &str) -> Vec<String> {
+    let Ok((e, soft)) = parse_recording(text) else {
+        return Vec::new();
+    };
+    if soft.is_empty() {
+        return Vec::new();
+    }
+    let mut words: Vec<String> = soft.iter().map(|(_, w)| format!("`{w}`")).collect();
+    words.dedup();
+    // A plain run of words is quoted whole; elsewhere the operator words are
+    // shown in capitals (their meaning) and quoting is left to the reader.
+    let bare = !text.chars().any(|c| {
+        matches!(
+            c,
+            '"' | '\'' | '(' | ')' | '#' | '$' | '=' | '<' | '>' | '!'
+        )
+    });
+    let alternative = if bare {
+        let quoted = FindExpr::Text {
+            field: super::ast::TextField::Plain,
+            text: text.trim().to_string(),
+            span: Span { start: 0, end: 0 },
+        };
+        format!("to search for the words, quote them: --match '{quoted}'")
+    } else {
+        "write operators in capitals (AND, OR, NOT) and quote words you mean as text".to_string()
+    };
+    vec![format!(
+        "lower-case {} in `{}` {} read as an operator: {e}; {alternative}",
+        words.join(", "),
+        text.trim(),
+        if words.len() == 1 { "was" } else { "were" },
+    )]
 }
 
 /// Combine repeated `--match` expressions with AND.

@@ -5,16 +5,18 @@
 //! occurs). Every word takes one position; a word longer than two characters
 //! also emits its 2- and 3-character dictionary sub-words at the same
 //! position, so `数据` finds `数据库`. Other text splits on anything that is not
-//! a letter or digit. Tokens are lowercased and folded to ASCII where an
-//! equivalent exists (`Café` → `cafe`). Offsets are byte offsets into the
-//! original text.
+//! a letter or digit. A word longer than [`MAX_TOKEN_BYTES`] is cut to its
+//! first bytes (at a character boundary) and kept as one token, in the index
+//! and in queries alike, so long identifiers and hashes stay searchable.
+//! Tokens are lowercased and folded to ASCII where an equivalent exists
+//! (`Café` → `cafe`). Offsets are byte offsets into the original text.
 
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
 use jieba_rs::Jieba;
 use tantivy::tokenizer::{
-    AsciiFoldingFilter, LowerCaser, RemoveLongFilter, TextAnalyzer, Token, TokenStream, Tokenizer,
+    AsciiFoldingFilter, LowerCaser, TextAnalyzer, Token, TokenStream, Tokenizer,
 };
 
 /// Jieba's word list as a finite-state map (word → frequency), compiled by
@@ -27,7 +29,7 @@ mod words {
 /// Name the analyzer is registered under in every index.
 pub const TOKENIZER_NAME: &str = "jieba";
 
-/// Tokens longer than this many bytes are not indexed.
+/// Words longer than this many bytes are cut to their first bytes.
 pub const MAX_TOKEN_BYTES: usize = 200;
 
 static JIEBA: OnceLock<Jieba> = OnceLock::new();
@@ -108,15 +110,14 @@ pub fn is_cjk(c: char) -> bool {
     )
 }
 
-/// The analyzer with the full dictionary (indexing): segmentation, then
-/// lowercasing, ASCII folding and a length cap.
+/// The analyzer with the full dictionary (indexing): segmentation (long
+/// words cut), then lowercasing and ASCII folding.
 pub fn analyzer() -> TextAnalyzer {
     with_tokenizer(JiebaTokenizer::default())
 }
 
 fn with_tokenizer(t: JiebaTokenizer) -> TextAnalyzer {
     TextAnalyzer::builder(t)
-        .filter(RemoveLongFilter::limit(MAX_TOKEN_BYTES))
         .filter(LowerCaser)
         .filter(AsciiFoldingFilter)
         .build()
@@ -195,6 +196,13 @@ impl TokenStream for JiebaTokenStream<'_> {
 }
 
 fn push(out: &mut Vec<Token>, text: &str, from: usize, to: usize, position: usize) {
+    let mut to = to;
+    if to - from > MAX_TOKEN_BYTES {
+        to = from + MAX_TOKEN_BYTES;
+        while !text.is_char_boundary(to) {
+            to -= 1;
+        }
+    }
     out.push(Token {
         offset_from: from,
         offset_to: to,
@@ -358,6 +366,18 @@ mod tests {
         for t in &texts {
             assert_eq!(reduced(t), full_tokens(t), "{t}");
         }
+    }
+
+    #[test]
+    fn long_words_are_cut_not_dropped() {
+        let long = "x".repeat(300);
+        let w = words(&format!("before {long} after"));
+        assert_eq!(w, ["before", &"x".repeat(MAX_TOKEN_BYTES), "after"]);
+        // A cut inside a multi-byte character backs up to its start.
+        let wide = format!("a{}", "é".repeat(150));
+        let t = words(&wide);
+        assert_eq!(t.len(), 1);
+        assert!(t[0].len() <= MAX_TOKEN_BYTES, "{}", t[0].len());
     }
 
     #[test]

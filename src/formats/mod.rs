@@ -16,6 +16,7 @@ pub mod openai_encode;
 pub mod residual;
 pub mod sniff;
 pub mod storyline;
+pub mod text;
 
 use std::fs::File;
 use std::io::Read;

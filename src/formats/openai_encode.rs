@@ -72,12 +72,12 @@ fn example(d: &Storyline, losses: &mut Losses) -> Value {
                 .collect();
             let linked: Vec<&str> = results
                 .iter()
-                .filter_map(crate::table::result_link)
+                .filter_map(super::text::result_link)
                 .collect();
             let mut unanswered = calls.iter().filter(|c| !linked.contains(c));
             for (j, r) in results.iter().enumerate() {
                 let content = r.get("content").cloned().unwrap_or(Value::Null);
-                let link = match crate::table::result_link(r) {
+                let link = match super::text::result_link(r) {
                     Some(id) => Some(id.to_string()),
                     None => {
                         let paired = unanswered.next().map(|c| (*c).to_string());

@@ -69,24 +69,30 @@ impl StoreReader {
         }
     }
 
-    /// Read `columns` (stored column names) of a stored table, with large
-    /// cells resolved. Rows come in storage order.
+    /// Read `columns` of a stored table, with large cells resolved and the
+    /// derived text views computed from the raw columns they decode. Rows
+    /// come in storage order.
     pub fn scan(&self, t: Table, columns: &[&str]) -> Result<Vec<RecordBatch>, StoreError> {
+        let read = physical(t, columns);
         let Some((p, v)) = self.table(t) else {
-            let schema = Arc::new(
-                table_schema(t)
+            let schema = table_schema(t);
+            let empty = RecordBatch::new_empty(Arc::new(
+                schema
                     .project(
-                        &columns
+                        &read
                             .iter()
-                            .filter_map(|c| table_schema(t).index_of(c).ok())
+                            .filter_map(|c| schema.index_of(c).ok())
                             .collect::<Vec<_>>(),
                     )
                     .map_err(|e| StoreError::Internal(e.to_string()))?,
-            );
-            return Ok(vec![RecordBatch::new_empty(schema)]);
+            ));
+            return Ok(vec![with_views(t, columns, &empty)?]);
         };
-        let batches = runtime().block_on(scan(&p, v, columns, None))?;
-        self.resolve_objects(batches)
+        let batches = runtime().block_on(scan(&p, v, &read, None))?;
+        self.resolve_objects(batches)?
+            .iter()
+            .map(|b| with_views(t, columns, b))
+            .collect()
     }
 
     /// Like [`StoreReader::scan`], one batch at a time: memory stays at a
@@ -112,11 +118,12 @@ impl StoreReader {
         let Some((p, v)) = self.table(t) else {
             return Ok(());
         };
-        let mut stream = runtime().block_on(scan_stream(&p, v, columns, filter))?;
+        let read = physical(t, columns);
+        let mut stream = runtime().block_on(scan_stream(&p, v, &read, filter))?;
         while let Some(b) = runtime().block_on(futures::StreamExt::next(&mut stream)) {
             let b = b.map_err(lance_err)?;
             for r in self.resolve_objects(vec![b])? {
-                each(r)?;
+                each(with_views(t, columns, &r)?)?;
             }
         }
         Ok(())
@@ -342,6 +349,76 @@ impl Row<'_> {
             Value::String(format_rfc3339(ns))
         }))
     }
+}
+
+/// The stored columns to read for `columns`: a derived column is replaced by
+/// the columns it is computed from (each read once).
+fn physical<'a>(t: Table, columns: &[&'a str]) -> Vec<&'a str> {
+    let defs = t.columns();
+    let mut out: Vec<&'a str> = Vec::with_capacity(columns.len());
+    for &c in columns {
+        match defs.iter().find(|d| d.name == c).and_then(|d| d.derived) {
+            Some(d) => {
+                for f in d.from {
+                    if !out.contains(f) {
+                        out.push(f);
+                    }
+                }
+            }
+            None => {
+                if !out.contains(&c) {
+                    out.push(c);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `columns` of `b` in that order, computing derived columns from the raw
+/// text of the columns they decode. A batch without derived columns asked
+/// for is returned as read.
+fn with_views(t: Table, columns: &[&str], b: &RecordBatch) -> Result<RecordBatch, StoreError> {
+    let defs = t.columns();
+    let derived = |c: &str| defs.iter().find(|d| d.name == c).and_then(|d| d.derived);
+    if columns.iter().all(|c| derived(c).is_none()) {
+        return Ok(b.clone());
+    }
+    let mut fields = Vec::with_capacity(columns.len());
+    let mut arrays: Vec<arrow::array::ArrayRef> = Vec::with_capacity(columns.len());
+    for &c in columns {
+        if let Some(d) = derived(c) {
+            let inputs: Vec<Option<&arrow::array::StringArray>> = d
+                .from
+                .iter()
+                .map(|f| b.column_by_name(f).and_then(|a| a.as_string_opt::<i32>()))
+                .collect();
+            let mut raw: Vec<Option<&str>> = vec![None; inputs.len()];
+            let out: arrow::array::StringArray = (0..b.num_rows())
+                .map(|r| {
+                    for (slot, a) in raw.iter_mut().zip(&inputs) {
+                        *slot = a.and_then(|a| (!a.is_null(r)).then(|| a.value(r)));
+                    }
+                    (d.compute)(&raw)
+                })
+                .collect();
+            fields.push(arrow::datatypes::Field::new(c, DataType::Utf8, true));
+            arrays.push(Arc::new(out));
+        } else {
+            let i = b
+                .schema()
+                .index_of(c)
+                .map_err(|_| StoreError::Internal(format!("store column {c} missing")))?;
+            fields.push(b.schema().field(i).clone());
+            arrays.push(b.column(i).clone());
+        }
+    }
+    RecordBatch::try_new_with_options(
+        Arc::new(arrow::datatypes::Schema::new(fields)),
+        arrays,
+        &arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
+    )
+    .map_err(|e| StoreError::Internal(e.to_string()))
 }
 
 fn rows(batches: &[RecordBatch]) -> impl Iterator<Item = Row<'_>> {

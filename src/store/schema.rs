@@ -20,10 +20,12 @@ pub fn dir_name(t: Table) -> &'static str {
     }
 }
 
-/// Indexes into the logical table's columns that the store keeps (all but
-/// `source_path`).
+/// Indexes into the logical table's columns that the store keeps: all but
+/// `source_path` (a store is one Source) and the derived text views (read
+/// from the raw columns they decode).
 pub fn stored_columns(t: Table) -> Vec<usize> {
-    (1..t.columns().len()).collect()
+    let cols = t.columns();
+    (1..cols.len()).filter(|&i| cols[i].is_stored()).collect()
 }
 
 /// The stored schema of a table.

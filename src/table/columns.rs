@@ -62,6 +62,31 @@ pub struct Column {
     pub doc: &'static str,
     /// Computes the cell from a row.
     pub(crate) get: for<'a> fn(&RowCtx<'a>) -> Cell<'a>,
+    /// For a column computed from other columns' stored text (a decoded view
+    /// of raw JSON): how. Such columns are not written to stores; readers of
+    /// a store compute them from the columns they derive from.
+    pub derived: Option<Derived>,
+}
+
+/// How a derived column is computed from the raw text of stored columns.
+#[derive(Clone, Copy)]
+pub struct Derived {
+    /// The stored columns it reads, in the order `compute` takes them.
+    pub from: &'static [&'static str],
+    /// The cell from those columns' text (NULL cells as `None`).
+    pub compute: fn(&[Option<&str>]) -> Option<String>,
+}
+
+impl Column {
+    /// True when stores keep this column (it is not derived).
+    pub fn is_stored(&self) -> bool {
+        self.derived.is_none()
+    }
+
+    const fn derived_from(mut self, d: Derived) -> Column {
+        self.derived = Some(d);
+        self
+    }
 }
 
 impl std::fmt::Debug for Column {
@@ -150,6 +175,7 @@ macro_rules! col {
             nullable: $null,
             doc: $doc,
             get: $get,
+            derived: None,
         }
     };
 }
@@ -576,6 +602,17 @@ static STEPS: &[Column] = &[
         |r| Cell::json(r.turn().observation.as_ref())
     ),
     col!(
+        "observation_text",
+        Text,
+        true,
+        "Decoded text of the observation: each result's content with JSON escapes decoded, parts joined by newlines, media as [image: path]",
+        |r| d::observation_text(r)
+    )
+    .derived_from(Derived {
+        from: &["observation"],
+        compute: d::observation_text_of,
+    }),
+    col!(
         "prompt",
         Text,
         true,
@@ -722,6 +759,17 @@ static TOOL_CALLS: &[Column] = &[
         "Observation results that answer this call (JSON array)",
         |r| d::call_results(r)
     ),
+    col!(
+        "results_text",
+        Text,
+        true,
+        "Decoded text of the call's result and of the observation results that answer it",
+        |r| d::call_results_text(r)
+    )
+    .derived_from(Derived {
+        from: &["result", "results"],
+        compute: d::call_results_text_of,
+    }),
     col!("status", Text, true, "Call status", |r| Cell::opt(
         r.call().response.as_ref().and_then(|x| x.status.as_deref())
     )),

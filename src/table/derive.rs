@@ -6,8 +6,9 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 use super::builder::Cell;
-use crate::formats::model::{message_text as msg_text, Prompt, Storyline, ToolCall, Turn};
+use crate::formats::model::{Prompt, Storyline, ToolCall, Turn};
 use crate::formats::storyline::{format_rfc3339, parse_timestamp};
+use crate::formats::text::{self, result_link};
 
 /// The row being built: a document, and for step and call tables the
 /// position within it.
@@ -71,7 +72,7 @@ impl MessageKind {
 pub(crate) fn message_text<'a>(r: &RowCtx<'a>) -> Cell<'a> {
     match &r.turn().msg {
         Value::String(s) => Cell::str(s),
-        other => Cell::Str(Cow::Owned(msg_text(other))),
+        other => Cell::Str(Cow::Owned(text::content_text(other))),
     }
 }
 
@@ -230,25 +231,16 @@ pub(crate) fn first_user<'a>(r: &RowCtx<'a>) -> Cell<'a> {
     match r.doc.turns.iter().find(|t| t.src == "user") {
         Some(t) => match &t.msg {
             Value::String(s) => Cell::str(s),
-            other => Cell::Str(Cow::Owned(msg_text(other))),
+            other => Cell::Str(Cow::Owned(text::content_text(other))),
         },
         None => Cell::Null,
     }
 }
 
-/// The call an observation result answers: `source_call_id` (ATIF,
-/// Storyline), `tool_call_id` (OpenAI), `tool_use_id` or `id` (ACTF).
-pub fn result_link(x: &Value) -> Option<&str> {
-    ["source_call_id", "tool_call_id", "tool_use_id", "id"]
-        .iter()
-        .find_map(|k| x.get(*k).and_then(Value::as_str))
-}
-
 /// Observation results of the call's step that name this call.
-pub(crate) fn call_results(r: &RowCtx<'_>) -> Cell<'static> {
+fn linked_results<'a>(r: &RowCtx<'a>) -> Vec<&'a Value> {
     let tcid = &r.call().tcid;
-    let items: Vec<&Value> = r
-        .turn()
+    r.turn()
         .observation
         .as_ref()
         .and_then(|o| o.get("results"))
@@ -258,10 +250,49 @@ pub(crate) fn call_results(r: &RowCtx<'_>) -> Cell<'static> {
                 .filter(|x| result_link(x) == Some(tcid.as_str()))
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// Observation results of the call's step that name this call, as JSON.
+pub(crate) fn call_results(r: &RowCtx<'_>) -> Cell<'static> {
     Cell::Str(Cow::Owned(
-        serde_json::to_string(&items).unwrap_or_else(|_| "[]".into()),
+        serde_json::to_string(&linked_results(r)).unwrap_or_else(|_| "[]".into()),
     ))
+}
+
+/// The decoded text of the call's own result and the results that name it.
+pub(crate) fn call_results_text(r: &RowCtx<'_>) -> Cell<'static> {
+    let c = r.call();
+    text::call_results_text(c.result.as_ref(), linked_results(r))
+        .map_or(Cell::Null, |t| Cell::Str(Cow::Owned(t)))
+}
+
+/// [`observation_text`] from the stored JSON text of `observation`.
+pub(crate) fn observation_text_of(raw: &[Option<&str>]) -> Option<String> {
+    let v: Value = serde_json::from_str(raw.first().copied().flatten()?).ok()?;
+    text::observation_text(&v)
+}
+
+/// [`call_results_text`] from the stored JSON text of `result` and `results`.
+pub(crate) fn call_results_text_of(raw: &[Option<&str>]) -> Option<String> {
+    let parse =
+        |i: usize| -> Option<Value> { serde_json::from_str(raw.get(i).copied().flatten()?).ok() };
+    let result = parse(0);
+    let results = parse(1);
+    let linked: Vec<&Value> = match &results {
+        Some(Value::Array(a)) => a.iter().collect(),
+        _ => Vec::new(),
+    };
+    text::call_results_text(result.as_ref(), linked)
+}
+
+/// The decoded text of the step's observation.
+pub(crate) fn observation_text(r: &RowCtx<'_>) -> Cell<'static> {
+    r.turn()
+        .observation
+        .as_ref()
+        .and_then(text::observation_text)
+        .map_or(Cell::Null, |t| Cell::Str(Cow::Owned(t)))
 }
 
 pub(crate) fn judge(r: &RowCtx<'_>) -> Cell<'static> {

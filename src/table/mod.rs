@@ -11,6 +11,7 @@ mod builder;
 mod columns;
 mod derive;
 
+pub use crate::formats::text::result_link;
 pub use builder::{Cell, TableBuilder};
-pub use columns::{ColType, Column, Table};
-pub use derive::{json_text, metric_f64, metric_i64, prompt_text, result_link, MessageKind};
+pub use columns::{ColType, Column, Derived, Table};
+pub use derive::{json_text, metric_f64, metric_i64, prompt_text, MessageKind};

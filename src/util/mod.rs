@@ -4,4 +4,5 @@
 pub mod failpoint;
 pub mod path;
 pub mod rt;
+pub mod terminal;
 pub mod text;

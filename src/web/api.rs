@@ -93,6 +93,7 @@ pub fn route(ctx: &mut Ctx<'_>) -> Result<Reply, Error> {
                 ["runs"] => runs(ctx, &cat, mount),
                 ["summary"] => summary(ctx, &cat, mount),
                 ["find"] => find(ctx, &cat, mount),
+                ["media"] => super::media::serve(ctx, mount),
                 ["trajectories", doc] => trajectory(ctx, &cat, mount, doc),
                 ["trajectories", doc, "steps"] => steps_page(ctx, &cat, mount, doc),
                 ["trajectories", doc, "steps", index] => step_detail(ctx, &cat, mount, doc, index),
@@ -551,7 +552,7 @@ impl Doc {
 }
 
 /// Columns of steps read for the explorer.
-const STEP_COLUMNS: [&str; 26] = [
+const STEP_COLUMNS: [&str; 27] = [
     "document_id",
     "step_id",
     "turn_ordinal",
@@ -565,6 +566,7 @@ const STEP_COLUMNS: [&str; 26] = [
     "message_json",
     "reasoning_content",
     "observation",
+    "observation_text",
     "prompt",
     "tool_call_count",
     "prompt_tokens",
@@ -580,7 +582,7 @@ const STEP_COLUMNS: [&str; 26] = [
     "llm_call_count",
 ];
 
-const CALL_COLUMNS: [&str; 12] = [
+const CALL_COLUMNS: [&str; 13] = [
     "document_id",
     "step_id",
     "call_index",
@@ -589,6 +591,7 @@ const CALL_COLUMNS: [&str; 12] = [
     "arguments",
     "result",
     "results",
+    "results_text",
     "status",
     "exit_code",
     "duration_ms",
@@ -843,12 +846,27 @@ fn step_json(d: &Doc, index: usize, limit: Option<usize>) -> Value {
         .get(&step_id)
         .map(|rows| rows.iter().map(|&r| row_json(&d.calls, r)).collect())
         .unwrap_or_default();
+    // Each result under the call it answers; the rest once under the step.
+    let ids: Vec<String> = calls
+        .iter()
+        .map(|c| c["tool_call_id"].as_str().unwrap_or_default().to_string())
+        .collect();
+    let (by_call, unlinked) = super::output::split_results(s["observation"].as_str(), &ids, limit);
+    for (c, (_, out)) in calls.iter_mut().zip(by_call) {
+        c["output"] = Value::Array(out);
+    }
+    let message_media = crate::formats::text::media(&s["message_json"]);
+    if let Value::Object(o) = &mut s {
+        o.insert("output".into(), Value::Array(unlinked));
+        o.insert("message_media".into(), json!(message_media));
+    }
     if let Some(n) = limit {
         if let Value::Object(o) = &mut s {
             for k in [
                 "message_value",
                 "reasoning_content",
                 "observation",
+                "observation_text",
                 "prompt",
             ] {
                 if let Some(Value::String(t)) = o.get_mut(k) {
@@ -871,7 +889,7 @@ fn step_json(d: &Doc, index: usize, limit: Option<usize>) -> Value {
         }
         for (i, c) in calls.iter_mut().enumerate() {
             if let Value::Object(o) = c {
-                for k in ["arguments", "result", "results"] {
+                for k in ["arguments", "result", "results", "results_text"] {
                     if let Some(v) = o.get_mut(k) {
                         let text = match &*v {
                             Value::String(s) => s.clone(),
@@ -1077,6 +1095,7 @@ fn find(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply, Error> {
                 "mode": mode.name(),
                 "scope": sc.name(),
                 "tokenizer": crate::find::tokenize::TOKENIZER_NAME,
+                "notes": crate::find::operator_notes(&q),
             },
             "highlight_terms": search::highlight_terms(expr.as_ref()),
         })));
@@ -1127,6 +1146,10 @@ fn find(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply, Error> {
     if let Some(r) = &outcome.reason {
         search["fts_unavailable_reason"] = json!(redact_text(ctx, r));
     }
+    let notes = crate::find::operator_notes(&q);
+    if !notes.is_empty() {
+        search["notes"] = json!(notes);
+    }
     Ok(Reply::json(&json!({
         "dataset": m.name,
         "snapshot_id": m.snapshot.snapshot_id,
@@ -1170,7 +1193,7 @@ fn attach_fields(
         "step_id",
         "message_value",
         "reasoning_content",
-        "observation",
+        "observation_text",
         "prompt",
     ];
     for (source, docs) in by_source {

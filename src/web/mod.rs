@@ -13,6 +13,8 @@ pub mod api;
 pub mod assets;
 pub mod config;
 pub mod http;
+mod media;
+mod output;
 pub mod server;
 
 pub use config::WarehouseConfig;
@@ -137,6 +139,12 @@ pub enum WebError {
     /// A body without Content-Length.
     #[error("a request body needs a Content-Length (chunked uploads are not accepted)")]
     LengthRequired,
+    /// A media file a trajectory refers to cannot be served (path checks).
+    #[error("media file refused: {reason}")]
+    MediaRefused {
+        /// Why.
+        reason: String,
+    },
     /// The Host header names no loopback address (DNS rebinding guard).
     #[error("the Host header `{host}` is not a loopback name or address; open the explorer at the address the server printed")]
     BadHost {
@@ -168,6 +176,7 @@ impl WebError {
             WebError::Busy { .. } => "PC-WEB-017",
             WebError::LengthRequired => "PC-WEB-018",
             WebError::CrossSite => "PC-WEB-019",
+            WebError::MediaRefused { .. } => "PC-WEB-020",
         }
     }
 
@@ -193,6 +202,7 @@ impl WebError {
             WebError::Busy { .. } => 503,
             WebError::LengthRequired => 411,
             WebError::CrossSite => 403,
+            WebError::MediaRefused { .. } => 403,
         }
     }
 }

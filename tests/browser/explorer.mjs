@@ -28,7 +28,8 @@ try {
   page.on('dialog', async (d) => { problems.push(`dialog opened: ${d.message()}`); await d.dismiss(); });
   // The parse-status check below asks for a 400 on purpose; Chromium logs it.
   page.on('console', (m) => {
-    if (m.type() === 'error' && !m.text().includes('status of 400')) problems.push(`console error: ${m.text()}`);
+    // The screenshot leading out of the Dataset is refused (403) on purpose.
+    if (m.type() === 'error' && !m.text().includes('status of 400') && !m.text().includes('status of 403')) problems.push(`console error: ${m.text()}`);
   });
   // Nothing may leave the origin.
   page.on('request', (r) => { if (!r.url().startsWith(base) && !r.url().startsWith('blob:') && !r.url().startsWith('data:')) problems.push(`off-origin request: ${r.url()}`); });
@@ -131,7 +132,50 @@ try {
   await page.locator('button', { hasText: 'Go' }).click();
   await page.waitForSelector('#step-3', { timeout: 60000 });
 
-  // 6. SQL: run, see the table, download CSV.
+  // 6. Tool output reads as a terminal: lines, colours, a long output
+  // collapsed until asked, a result without a call id once under its step,
+  // a screenshot inside the Dataset as an image and one outside it not.
+  await go('#/runs?q=term-session');
+  await page.locator('[data-testid=runs] tbody tr a').first().click();
+  await ready();
+  await page.waitForSelector('article[data-index="3"] pre.term', { timeout: 60000 });
+  const tl = (await page.locator('[data-testid=timeline] pre.term').allInnerTexts()).join('\n');
+  check(!tl.includes('\\n') && !tl.includes('\\u001b') && !tl.includes('\u001b') && !tl.includes('\r'), `no escaped newlines or control codes in the page: ${JSON.stringify(tl.slice(0, 400))}`);
+  check(tl.includes('Traceback (most recent call last):\n  File "/app/main.py"'), 'output lines are lines');
+  check(await page.locator('article[data-index="1"] .call details.result pre.term .fg1', { hasText: 'Error' }).count() === 1, 'ANSI red rendered under its call');
+  const collapsed = await page.locator('article[data-index="2"] pre.term .line').count();
+  check(collapsed > 0 && collapsed <= 20, `long output collapsed to its first and last lines (${collapsed})`);
+  check(await page.locator('article[data-index="2"] details.observation').count() === 1, 'a result without a call id is shown once under its step');
+  check(await page.locator('article[data-index="2"] .call details.result').count() === 0, 'no empty result section under the call');
+  await page.locator('article[data-index="2"] button.show-all', { hasText: 'show all 120 lines' }).click();
+  await page.waitForFunction(() => document.querySelectorAll('article[data-index="2"] pre.term .line').length === 120, null, { timeout: 30000 });
+  check((await page.locator('article[data-index="2"] pre.term').innerText()).includes('row 60 of the long output'), 'the whole output after show all');
+  await page.waitForFunction(() => {
+    const i = document.querySelector('article[data-index="3"] figure.media img');
+    return i && i.complete && i.naturalWidth > 0;
+  }, null, { timeout: 30000 });
+  await page.waitForSelector('article[data-index="3"] .media-placeholder[data-broken="1"]', { timeout: 30000 });
+  const imgs = await page.locator('article[data-index="3"] figure.media img').count();
+  check(imgs === 1, `one screenshot shown as an image, saw ${imgs}`);
+  check((await page.locator('article[data-index="3"] .media-placeholder[data-broken="1"]').innerText()).includes('[image: images/outside.png]'), 'the screenshot outside the Dataset is a placeholder');
+  await shot('terminal-output');
+
+  // 7. At 1400 px the runs table needs no sideways scrolling, and a long
+  // model name in the charts is shown whole.
+  await page.setViewportSize({ width: 1400, height: 900 });
+  await go('#/runs');
+  await page.waitForSelector('[data-testid=runs] tbody tr', { timeout: 60000 });
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+  check(overflow <= 0, `runs table wider than the window by ${overflow}px`);
+  await go('#/');
+  await page.waitForSelector('.bars .bar .label', { timeout: 60000 });
+  const clipped = await page.evaluate(() => [...document.querySelectorAll('.bars .bar .label')]
+    .filter((l) => l.textContent.includes('claude-3.7-sonnet-20250219-thinking-extended'))
+    .map((l) => l.scrollWidth - l.clientWidth));
+  check(clipped.length > 0 && clipped.every((d) => d <= 0), `long model names shown whole: ${JSON.stringify(clipped)}`);
+  await page.setViewportSize({ width: 1280, height: 900 });
+
+  // 8. SQL: run, see the table, download CSV.
   await go('#/sql');
   await page.locator('textarea[aria-label=SQL]').fill('SELECT step_source, count(*) AS n FROM evals.steps GROUP BY step_source ORDER BY step_source');
   await page.locator('button', { hasText: 'Run' }).click();

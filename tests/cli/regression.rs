@@ -15,3 +15,235 @@ fn issue_2_status_is_consistent_across_runs() {
     assert_eq!(a["snapshot_id"], b["snapshot_id"]);
     assert_eq!(a["totals"], b["totals"]);
 }
+
+/// An ATIF run whose tool output is what a terminal agent records: a
+/// traceback after a prompt, a colour code before a word, a tab, CRLF, JSON
+/// printed by the tool; one result linked to its call, one not.
+fn terminal_run() -> serde_json::Value {
+    serde_json::json!({
+        "schema_version": "ATIF-v1.6", "session_id": "term-1",
+        "agent": {"name": "terminus-2", "version": "1", "model_name": "m"},
+        "steps": [
+            {"step_id": 1, "source": "user", "message": "fix it"},
+            {"step_id": 2, "source": "agent", "message": "running",
+             "tool_calls": [{"tool_call_id": "c1", "function_name": "bash", "arguments": {"cmd": "python x.py"}}],
+             "observation": {"results": [
+                {"source_call_id": "c1", "content": "root@host:/app# python x.py\r\nTraceback (most recent call last):\r\n  File \"x.py\", line 1\r\nModuleNotFoundError: No module named 'yaml'\r\n"},
+                {"content": [{"type": "text", "text": "\u{1b}[31mFAILED\u{1b}[0m\ttests/test_x.py\n{\"status\": \"collected\"}"}]}
+             ]}}
+        ]
+    })
+}
+
+/// issue 17: words in tool output are found (they were indexed as raw JSON,
+/// so `\nTraceback` was the word `ntraceback`), and the preview is decoded
+/// text, not escaped JSON.
+#[test]
+fn issue_17_words_in_tool_output_are_found_and_previewed_as_text() {
+    let env = TestEnv::new();
+    env.write("ds/term.json", serde_json::to_vec(&terminal_run()).unwrap());
+    for q in [
+        "Traceback",
+        "ModuleNotFoundError",
+        "#observation(FAILED)",
+        "#observation(tests)",
+        "#observation(collected)",
+        "#all(\"most recent call last\")",
+    ] {
+        let o = env
+            .cmd()
+            .args(["find", "ds", "--match", q, "--format", "json"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{q}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v = json(&o);
+        let m = v["matches"].as_array().unwrap();
+        assert_eq!(m.len(), 1, "{q}: {v}");
+        assert_eq!(m[0]["step_id"], 2);
+        let preview = m[0]["preview"].as_str().unwrap();
+        assert!(
+            !preview.contains("\\n") && !preview.contains("results") && !preview.contains('\u{1b}'),
+            "{q}: preview is not decoded text: {preview}"
+        );
+    }
+    // The glued token of the raw JSON is gone.
+    let o = env
+        .cmd()
+        .args(["find", "ds", "--match", "ntraceback", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    // A colour code does not glue to the word after it.
+    let o = env
+        .cmd()
+        .args(["find", "ds", "--match", "31mfailed", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+}
+
+/// issue 17: the decoded text is a documented column, the same for a store
+/// and for the file it was imported from; the raw JSON stays as it was.
+#[test]
+fn issue_17_decoded_text_columns_in_files_and_stores() {
+    let env = TestEnv::new();
+    env.write("ds/term.json", serde_json::to_vec(&terminal_run()).unwrap());
+    let o = env
+        .cmd()
+        .args(["import", "--from", "ds", "--output", "store"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let sql = "SELECT step_id, observation, observation_text FROM steps ORDER BY turn_ordinal";
+    let calls = "SELECT tool_call_id, results_text FROM tool_calls";
+    let q = |ds: &str, sql: &str| {
+        let o = env
+            .cmd()
+            .args(["query", ds, sql, "--format", "jsonl"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::Value::Array(
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect(),
+        )
+    };
+    let files = q("ds", sql);
+    let store = q("store", sql);
+    assert_eq!(files, store);
+    let rows = files.as_array().unwrap();
+    assert_eq!(rows[0]["observation_text"], serde_json::Value::Null);
+    assert_eq!(
+        rows[1]["observation_text"],
+        "root@host:/app# python x.py\r\nTraceback (most recent call last):\r\n  File \"x.py\", line 1\r\nModuleNotFoundError: No module named 'yaml'\r\n\n\u{1b}[31mFAILED\u{1b}[0m\ttests/test_x.py\n{\"status\": \"collected\"}"
+    );
+    // The raw column is the JSON as given.
+    let raw: serde_json::Value =
+        serde_json::from_str(rows[1]["observation"].as_str().unwrap()).unwrap();
+    assert_eq!(raw, terminal_run()["steps"][1]["observation"]);
+    // Only the linked result answers the call.
+    let c = q("ds", calls);
+    assert_eq!(c, q("store", calls));
+    assert_eq!(
+        c[0]["results_text"],
+        "root@host:/app# python x.py\r\nTraceback (most recent call last):\r\n  File \"x.py\", line 1\r\nModuleNotFoundError: No module named 'yaml'\r\n"
+    );
+    // The store answers find like the files.
+    let o = env
+        .cmd()
+        .args([
+            "find",
+            "store",
+            "--match",
+            "ModuleNotFoundError",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(json(&o)["matches"].as_array().unwrap().len(), 1);
+}
+
+/// issue 17: a lower-case operator word is noted on stderr, under the table
+/// and in `search.notes`, with the quoted alternative; capitals give no note.
+#[test]
+fn issue_17_lower_case_operators_are_noted() {
+    let env = TestEnv::new();
+    env.write("ds/term.json", serde_json::to_vec(&terminal_run()).unwrap());
+    let o = env
+        .cmd()
+        .args([
+            "find",
+            "ds",
+            "--match",
+            "No such file or directory",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let note = stderr
+        .lines()
+        .find(|l| l.starts_with("note: "))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(note.contains(r#""No such file" OR "directory""#), "{note}");
+    assert!(
+        note.contains(r#"--match '"No such file or directory"'"#),
+        "{note}"
+    );
+    let v = json(&o);
+    assert_eq!(v["search"]["notes"].as_array().unwrap().len(), 1, "{v}");
+    let o = env
+        .cmd()
+        .args(["find", "ds", "--match", "not found", "--format", "table"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains(r#"note: lower-case `not`"#), "{stdout}");
+    let o = env
+        .cmd()
+        .args([
+            "find",
+            "ds",
+            "--match",
+            "Traceback OR yaml",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("note:"));
+    assert!(json(&o)["search"].get("notes").is_none());
+}
+
+/// issue 17: a word longer than the tokenizer's limit is cut the same way in
+/// the index and in the query, never dropped from a phrase or refused.
+#[test]
+fn issue_17_long_words_are_searchable() {
+    let env = TestEnv::new();
+    let long = format!("sha256-{}", "ab12".repeat(80));
+    let doc = serde_json::json!({
+        "schema_version": "ATIF-v1.6", "session_id": "long-1",
+        "agent": {"name": "a", "version": "1"},
+        "steps": [{"step_id": 1, "source": "user", "message": format!("digest {long} verified")}]
+    });
+    env.write("ds/long.json", serde_json::to_vec(&doc).unwrap());
+    for q in [long.clone(), format!("\"digest {long} verified\"")] {
+        let o = env
+            .cmd()
+            .args(["find", "ds", "--match", &q, "--format", "json"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(json(&o)["matches"].as_array().unwrap().len(), 1);
+    }
+}

@@ -702,7 +702,14 @@ fn every_documented_route_exists() {
         };
         if ops.get("get").is_some() {
             let r = s.get(&format!("{concrete}{q}"));
-            assert_eq!(r.status, 200, "{path}: {}", r.text());
+            // Media need a file a trajectory names; without one the route
+            // answers its documented refusal.
+            let want = if concrete.ends_with("/media") {
+                403
+            } else {
+                200
+            };
+            assert_eq!(r.status, want, "{path}: {}", r.text());
         }
     }
 }

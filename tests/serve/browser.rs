@@ -25,6 +25,58 @@ fn browser_ready(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// A 1×1 PNG.
+pub const PNG: &[u8] = &[
+    0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1F, 0x15, 0xC4,
+    0x89, 0x00, 0x00, 0x00, 0x0A, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9C, 0x63, 0x00, 0x01, 0x00, 0x00,
+    0x05, 0x00, 0x01, 0x0D, 0x0A, 0x2D, 0xB4, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4E, 0x44, 0xAE,
+    0x42, 0x60, 0x82,
+];
+
+/// A terminal agent's trajectory: coloured multi-line output answering a
+/// call, a long output that names no call (as terminus-2 writes them), and
+/// two screenshots, one inside the Dataset and one a symlink leading out of
+/// it. `outside` is a directory outside the Dataset.
+pub fn terminal_doc(data: &Path, outside: &Path) {
+    std::fs::create_dir_all(data.join("shots/images")).unwrap();
+    std::fs::write(data.join("shots/images/inside.png"), PNG).unwrap();
+    std::fs::write(outside.join("secret.png"), PNG).unwrap();
+    std::os::unix::fs::symlink(
+        outside.join("secret.png"),
+        data.join("shots/images/outside.png"),
+    )
+    .unwrap();
+    let long: String = (0..120)
+        .map(|i| format!("row {i} of the long output\n"))
+        .collect();
+    let model = "openrouter/anthropic/claude-3.7-sonnet-20250219-thinking-extended";
+    let doc = json!({"schema_version": "ATIF-v1.6", "session_id": "term-session",
+    "agent": {"name": "terminus-2", "version": "1", "model_name": model},
+    "steps": [
+        {"step_id": 1, "source": "user", "message": "Run the tests"},
+        {"step_id": 2, "source": "agent", "model_name": model, "message": "Running.", "metrics": {"prompt_tokens": 10, "completion_tokens": 2},
+         "tool_calls": [{"tool_call_id": "c1", "function_name": "bash_command", "arguments": {"keystrokes": "python main.py\n"}}],
+         "observation": {"results": [{"source_call_id": "c1", "content":
+            "root@host:/app# python main.py\r\nTraceback (most recent call last):\r\n  File \"/app/main.py\", line 3, in <module>\r\n\u{1b}[31mError\u{1b}[0m: ModuleNotFoundError\r\n\troot@host:/app# "}]}},
+        {"step_id": 3, "source": "agent", "model_name": model, "message": "Long listing.", "metrics": {"prompt_tokens": 10, "completion_tokens": 2},
+         "tool_calls": [{"tool_call_id": "c2", "function_name": "bash_command", "arguments": {"keystrokes": "cat big.log\n"}}],
+         "observation": {"results": [{"content": long}]}},
+        {"step_id": 4, "source": "agent", "model_name": model, "message": "Screenshots.", "metrics": {"prompt_tokens": 10, "completion_tokens": 2},
+         "tool_calls": [{"tool_call_id": "c3", "function_name": "screenshot", "arguments": {}}],
+         "observation": {"results": [{"source_call_id": "c3", "content": [
+            {"type": "text", "text": "two screenshots"},
+            {"type": "image", "source": {"media_type": "image/png", "path": "images/inside.png"}},
+            {"type": "image", "source": {"media_type": "image/png", "path": "images/outside.png"}}
+         ]}]}}
+    ]});
+    std::fs::write(
+        data.join("shots/term.json"),
+        serde_json::to_vec(&doc).unwrap(),
+    )
+    .unwrap();
+}
+
 #[test]
 fn explorer_in_a_real_browser() {
     let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
@@ -45,6 +97,7 @@ fn explorer_in_a_real_browser() {
     let long = json!({"schema_version": "ATIF-v1.7", "session_id": "long-session",
         "agent": {"name": "a", "version": "1", "model_name": "m"}, "steps": steps});
     std::fs::write(data.join("long.json"), serde_json::to_vec(&long).unwrap()).unwrap();
+    terminal_doc(&data, t.path());
     let s = Served::start(t.path(), "[[datasets]]\nname = \"evals\"\nuri = \"data\"\n");
     // Screenshots go to docs/screenshots when asked for.
     let shots = std::env::var("PCHRONICLE_SCREENSHOTS").unwrap_or_default();

@@ -5,3 +5,4 @@ mod api;
 mod browser;
 mod harness;
 mod lifecycle;
+mod output;

@@ -88,7 +88,16 @@ pub fn run(s: &FindSettings, out: &mut Out) -> Result<ExitStatus, Error> {
     for (code, msg) in &outcome.warnings {
         out.warn(code, msg);
     }
+    let notes: Vec<String> = s
+        .matches
+        .iter()
+        .flat_map(|m| crate::find::operator_notes(m))
+        .collect();
+    for n in &notes {
+        out.note(n);
+    }
     render(
+        &notes,
         s,
         out,
         &snap.snapshot_id,
@@ -99,6 +108,7 @@ pub fn run(s: &FindSettings, out: &mut Out) -> Result<ExitStatus, Error> {
 }
 
 fn render(
+    notes: &[String],
     s: &FindSettings,
     out: &mut Out,
     snapshot_id: &str,
@@ -166,6 +176,9 @@ fn render(
         if let Some(r) = &reason {
             search["fts_unavailable_reason"] = json!(r);
         }
+        if !notes.is_empty() {
+            search["notes"] = json!(notes);
+        }
         let mut doc = json!({
             "dataset_uri": s.dataset.to_string(),
             "snapshot_id": snapshot_id,
@@ -226,6 +239,9 @@ fn render(
             t.footer("(truncated)");
         }
         out.write_table(&t)?;
+        for n in notes {
+            out.write_text(&format!("note: {}\n", crate::util::text::escape_control(n)))?;
+        }
     }
     if !fts_available {
         // Never a silent zero: the result says so, and the exit status too.

@@ -1,7 +1,8 @@
 //! Deterministic synthetic corpora for tests and benchmarks.
 //!
-//! Writes trajectories with mixed English and Chinese text, tool calls with
-//! results, reasoning, metrics (`prompt_tokens`, `completion_tokens`,
+//! Writes trajectories with mixed English and Chinese text, tool calls whose
+//! results look like real terminal output (see [`output`]: most of a real
+//! run's bytes are what its tools printed), reasoning, metrics (`prompt_tokens`, `completion_tokens`,
 //! `cached_tokens`, `cost_usd`, `extra.latency_ms`), and `extra` carrying
 //! `tags`, `priority` and `score`; ATIF runs embed a subagent every few runs.
 //! The same options always produce the same bytes.
@@ -11,6 +12,8 @@ use std::io::Write as _;
 use std::path::PathBuf;
 
 use serde_json::{json, Value};
+
+mod output;
 
 /// SplitMix64: small, fast, deterministic.
 struct Rng(u64);
@@ -208,6 +211,27 @@ fn timestamp(base: u64, offset_s: u64) -> String {
     )
 }
 
+/// One ATIF observation result: terminal output as a string (terminus-2
+/// names no call, as its real runs do), now and then as a list of content
+/// parts, with a screenshot part in a few.
+fn observation_result(rng: &mut Rng, agent: &str, call_id: &str, step: u64) -> Value {
+    let text = output::tool_output(rng);
+    let content = if rng.chance(10) {
+        let mut parts = vec![json!({"type": "text", "text": text})];
+        if rng.chance(30) {
+            parts.push(json!({"type": "image", "source": {"media_type": "image/png", "path": format!("images/step-{step}.png")}}));
+        }
+        Value::Array(parts)
+    } else {
+        Value::String(text)
+    };
+    if agent == "terminus-2" {
+        json!({"content": content})
+    } else {
+        json!({"source_call_id": call_id, "content": content})
+    }
+}
+
 /// One ATIF trajectory node with `steps` steps.
 fn atif_node(
     rng: &mut Rng,
@@ -248,7 +272,7 @@ fn atif_node(
         if rng.chance(60) {
             step["reasoning_content"] = json!(sentence_in(rng, 10, 12));
         }
-        if rng.chance(55) {
+        if rng.chance(65) {
             call_no += 1;
             let tool = rng.pick(TOOLS);
             let call_id = format!("call-{run}-{call_no}");
@@ -258,7 +282,8 @@ fn atif_node(
                 "arguments": {"command": sentence(rng, 4), "timeout": 30},
                 "extra": {"duration_ms": rng.below(3000)}
             }]);
-            step["observation"] = json!({"results": [{"source_call_id": call_id, "content": sentence_in(rng, 10, 30)}]});
+            step["observation"] =
+                json!({"results": [observation_result(rng, agent, &call_id, id)]});
         }
         out.push(step);
         id += 1;
@@ -317,7 +342,7 @@ fn actf_run(rng: &mut Rng, run: u64, steps: u64) -> Value {
             "system_prompt": "You are a careful engineer.",
             "user_content": if s == 1 { sentence(rng, 16) } else { String::new() },
             "tools": [call.clone()],
-            "observation": [{"tool_use_id": call["id"], "type": "tool_result", "content": sentence(rng, 12), "is_error": false}],
+            "observation": [{"tool_use_id": call["id"], "type": "tool_result", "content": output::tool_output(rng), "is_error": false}],
             "started_at": timestamp(base, s * 5),
             "finished_at": timestamp(base, s * 5 + 3)
         }));
@@ -344,7 +369,8 @@ fn openai_example(rng: &mut Rng, steps: u64) -> Value {
         n += 1;
         let id = format!("call_{n}");
         messages.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": rng.pick(TOOLS), "arguments": format!("{{\"q\":\"{}\"}}", rng.pick(EN))}}]}));
-        messages.push(json!({"role": "tool", "tool_call_id": id, "content": sentence(rng, 12)}));
+        messages
+            .push(json!({"role": "tool", "tool_call_id": id, "content": output::tool_output(rng)}));
         messages.push(json!({"role": "assistant", "content": sentence(rng, 14), "reasoning_content": sentence(rng, 6)}));
     }
     json!({"messages": messages, "tools": TOOLS.iter().map(|t| json!({"type": "function", "function": {"name": t}})).collect::<Vec<_>>()})
