@@ -385,11 +385,16 @@ async function renderOverview(root) {
 // ------------------------------------------------------------ runs
 
 const RUN_COLS = [
-  ['document_id', 'Document'], ['agent_name', 'Agent'], ['model_name', 'Model'],
-  ['step_count', 'Steps', true], ['tool_call_count', 'Tools', true],
+  ['run_id', 'Run'], ['agent_name', 'Agent'], ['model_name', 'Model'],
+  ['trajectory_count', 'Traj.', true], ['step_count', 'Steps', true], ['tool_call_count', 'Tools', true],
   ['total_prompt_tokens', 'Prompt tok', true], ['total_completion_tokens', 'Compl. tok', true],
   ['total_cost_usd', 'Cost', true], ['started_at', 'Started'], ['first_user_message', 'First user message'],
 ];
+
+/** Where a trajectory is: its Source and, inside it, its position. */
+function docParams(source, ordinal) {
+  return ordinal == null ? { source } : { source, ordinal };
+}
 
 async function renderRuns(root, params) {
   const ds = state.dataset;
@@ -426,12 +431,14 @@ async function renderRuns(root, params) {
   }));
   const tb = h('tbody');
   for (const run of r.runs) {
-    const link = hashFor(['d', ds, 't', run.document_id], { source: run.source_path });
-    tb.append(h('tr', { 'data-document': run.document_id }, RUN_COLS.map(([c, , num]) => {
-      if (c === 'document_id') {
-        return h('td', { class: 'mono' }, h('a', { href: link }, run.document_id),
-          run.parent_document_id ? h('div', { class: 'muted' }, `subagent of ${run.parent_document_id}`) : null,
-          h('div', { class: 'muted' }, run.source_path));
+    // A Run opens at its main trajectory; the page lists its subagents.
+    const link = hashFor(['d', ds, 't', run.root_document_id], docParams(run.source_path, run.storage_ordinal));
+    tb.append(h('tr', { 'data-document': run.root_document_id, 'data-run': run.run_id }, RUN_COLS.map(([c, , num]) => {
+      if (c === 'run_id') {
+        return h('td', { class: 'mono' }, h('a', { href: link }, run.run_id),
+          run.root_document_id !== run.run_id ? h('div', { class: 'muted' }, `main: ${run.root_document_id}`) : null,
+          run.subagent_count ? h('div', { class: 'muted' }, `${run.subagent_count} subagent${run.subagent_count === 1 ? '' : 's'}`) : null,
+          h('div', { class: 'muted' }, run.origin_path !== run.source_path ? `${run.source_path} · ${run.origin_path}` : run.source_path));
       }
       if (c === 'total_cost_usd') return h('td', { class: 'num' }, run[c] == null ? '' : Number(run[c]).toFixed(4));
       return h('td', { class: num ? 'num' : (c === 'first_user_message' ? 'clip' : '') , title: c === 'first_user_message' ? (run[c] || '') : null }, fmtNum(run[c]));
@@ -480,7 +487,7 @@ function stepNode(ctx, step) {
   // Cut output is expanded by its own block; other cut fields by this button.
   const truncated = new Set((step.truncated || []).filter((k) => !['observation', 'observation_text'].includes(k) && !/^tool_calls\[\d+\]\.results/.test(k)));
   const body = h('div', { class: 'body' });
-  const fullStep = () => api(`/datasets/${encodePath(ctx.ds)}/trajectories/${encodePath(ctx.doc)}/steps/${step.index}`, { source: ctx.source });
+  const fullStep = () => api(`/datasets/${encodePath(ctx.ds)}/trajectories/${encodePath(ctx.doc)}/steps/${step.index}`, ctx.at);
   const fill = (s) => {
     clear(body);
     if (s.reasoning_content) {
@@ -492,12 +499,10 @@ function stepNode(ctx, step) {
     body.append(...mediaNodes(ctx, (s.message_media || []).filter((m) => m.kind === 'image')));
     (s.tool_calls || []).forEach((c, ci) => {
       const out = c.output || [];
-      const own = c.result != null && c.result !== 'null' ? c.result : null;
       body.append(h('div', { class: 'call', 'data-call': c.tool_call_id },
         h('div', {}, h('span', { class: 'fn' }, c.function_name || '(tool)'), ' ',
           h('span', { class: 'muted' }, [c.tool_call_id, c.status, c.duration_ms != null ? `${c.duration_ms} ms` : null, c.exit_code != null ? `exit ${c.exit_code}` : null].filter(Boolean).join(' · '))),
         h('details', { open: true }, h('summary', {}, 'arguments'), h('pre', { class: 'json' }, highlighted(jsonText(c.arguments), terms))),
-        own != null ? h('details', { open: true }, h('summary', {}, 'result given on the call'), h('pre', { class: 'json' }, highlighted(jsonText(own), terms))) : null,
         out.length ? h('details', { open: true, class: 'result' }, h('summary', {}, out.length > 1 ? `result (${out.length})` : 'result'),
           outputNodes(ctx, out, terms, async () => (await fullStep()).tool_calls[ci].output)) : null));
     });
@@ -529,21 +534,25 @@ function stepNode(ctx, step) {
 async function renderTrajectory(root, ds, doc, params) {
   useDataset(ds);
   const source = params.get('source') || undefined;
+  const ordinal = params.get('ordinal') || undefined;
   const terms = (params.get('hl') || '').split('\u001f').filter(Boolean);
   const focus = params.has('step') ? Number(params.get('step')) : null;
   let t;
   try {
-    t = await api(`/datasets/${encodePath(ds)}/trajectories/${encodePath(doc)}`, { source });
+    t = await api(`/datasets/${encodePath(ds)}/trajectories/${encodePath(doc)}`, docParams(source, ordinal));
   } catch (e) { root.append(h('h1', {}, doc), errorBox(e)); return; }
   const run = t.run || {};
   const src = t.source_path;
+  const at = docParams(src, run.storage_ordinal);
   const exp = (fmt) => h('a', {
     class: 'button', download: '', 'data-export': fmt,
-    href: `${API}/datasets/${encodePath(ds)}/trajectories/${encodePath(doc)}/export?` + new URLSearchParams({ source: src, format: fmt }),
+    href: `${API}/datasets/${encodePath(ds)}/trajectories/${encodePath(doc)}/export?` + new URLSearchParams({ ...at, format: fmt }),
   }, fmt);
   root.append(h('h1', {}, 'Trajectory ', h('span', { class: 'mono' }, doc)));
   root.append(h('div', { class: 'card' }, h('dl', { class: 'kv' },
     h('dt', {}, 'source'), h('dd', { class: 'mono' }, src),
+    run.origin_path && run.origin_path !== src ? h('dt', {}, 'read from') : null,
+    run.origin_path && run.origin_path !== src ? h('dd', { class: 'mono', 'data-testid': 'origin-path' }, run.origin_path) : null,
     h('dt', {}, 'run / session'), h('dd', { class: 'mono' }, `${run.run_id || ''} / ${run.session_id || ''}`),
     h('dt', {}, 'agent'), h('dd', {}, `${run.agent_name || ''} ${run.model_name ? '· ' + run.model_name : ''}`),
     h('dt', {}, 'steps'), h('dd', {}, `${fmtNum(t.step_count)} steps, ${fmtNum(t.tool_call_count)} tool calls`),
@@ -552,7 +561,7 @@ async function renderTrajectory(root, ds, doc, params) {
     run.parent_document_id ? h('dt', {}, 'parent') : null,
     run.parent_document_id ? h('dd', {}, h('a', { href: hashFor(['d', ds, 't', run.parent_document_id], { source: src }) }, run.parent_document_id)) : null,
     t.children.length ? h('dt', {}, 'subagents') : null,
-    t.children.length ? h('dd', {}, t.children.map((c) => h('a', { href: hashFor(['d', ds, 't', c.document_id], { source: c.source_path }), style: 'margin-right:.8rem' }, `${c.document_id} (${c.agent_name || 'agent'}, ${c.step_count} steps)`))) : null,
+    t.children.length ? h('dd', {}, t.children.map((c) => h('a', { href: hashFor(['d', ds, 't', c.document_id], docParams(c.source_path, c.storage_ordinal)), style: 'margin-right:.8rem' }, `${c.document_id} (${c.agent_name || 'agent'}, ${c.step_count} steps)`))) : null,
     h('dt', {}, 'export'), h('dd', {}, exp('atif'), ' ', exp('openai-messages'), ' ', exp('storyline')))));
   const jump = h('input', { type: 'number', min: 0, max: Math.max(0, t.step_count - 1), placeholder: 'step #', style: 'width:7rem', 'aria-label': 'jump to step' });
   const toolbar = h('div', { class: 'toolbar' },
@@ -563,7 +572,7 @@ async function renderTrajectory(root, ds, doc, params) {
   root.append(toolbar);
   const timeline = h('div', { class: 'timeline', 'data-testid': 'timeline' });
   root.append(timeline);
-  const ctx = { ds, doc, source: src, terms };
+  const ctx = { ds, doc, source: src, at, terms };
 
   // Page-granular virtualisation: each page of PAGE steps is a slot that
   // holds its steps while near the viewport and a spacer of the same height
@@ -589,7 +598,7 @@ async function renderTrajectory(root, ds, doc, params) {
     try {
       let page = cache.get(i);
       if (!page) {
-        page = await api(`/datasets/${encodePath(ds)}/trajectories/${encodePath(doc)}/steps`, { source: src, offset: i * PAGE, limit: PAGE });
+        page = await api(`/datasets/${encodePath(ds)}/trajectories/${encodePath(doc)}/steps`, { ...at, offset: i * PAGE, limit: PAGE });
         cache.set(i, page);
       }
       clear(slot);
@@ -670,7 +679,7 @@ async function renderFind(root, params) {
       r.search.fts_available ? '' : ` · full-text search unavailable: ${r.search.fts_unavailable_reason || ''}`));
     for (const n of r.search.notes || []) results.append(h('p', { class: 'note', 'data-testid': 'find-note' }, `note: ${n}`));
     for (const m of r.matches) {
-      const link = hashFor(['d', ds, 't', m.document_id], { source: m.source_path, step: m.index, hl: terms.join('\u001f') });
+      const link = hashFor(['d', ds, 't', m.document_id], { ...docParams(m.source_path, m.storage_ordinal), step: m.index, hl: terms.join('\u001f') });
       const f = m.fields || {};
       const parts = [];
       for (const [k, label] of [['message_value', 'message'], ['reasoning_content', 'reasoning'], ['observation_text', 'output'], ['prompt', 'prompt']]) {

@@ -60,13 +60,13 @@ WITH src AS (
 ),
 held AS (
   SELECT s.format,
-         count(DISTINCT r.source_path || '/' || coalesce(r.run_id, r.document_id)) AS runs,
+         count(DISTINCT t.source_path || '|' || t.origin_path || '|' || t.run_id) AS runs,
          count(*) AS trajectories,
-         sum(r.step_count) AS steps,
-         sum(r.tool_call_count) AS tool_calls,
-         min(r.started_at) AS first_started_at,
-         max(coalesce(r.finished_at, r.started_at)) AS last_finished_at
-  FROM runs r JOIN sources s ON r.source_path = s.source_path
+         sum(t.step_count) AS steps,
+         sum(t.tool_call_count) AS tool_calls,
+         min(t.started_at) AS first_started_at,
+         max(coalesce(t.finished_at, t.started_at)) AS last_finished_at
+  FROM trajectories t JOIN sources s ON t.source_path = s.source_path
   GROUP BY s.format
 )
 SELECT src.format, src.sources, src.ready, src.degraded, src.error, src.bytes,
@@ -83,7 +83,7 @@ ORDER BY src.sources DESC, src.format
 const AGENTS: &str = "
 SELECT coalesce(agent_name, '(unknown)') AS agent,
        coalesce(agent_version, '') AS version,
-       count(DISTINCT source_path || '/' || coalesce(run_id, document_id)) AS runs,
+       count(DISTINCT source_path || '|' || origin_path || '|' || run_id) AS runs,
        count(*) AS trajectories,
        sum(step_count) AS steps,
        sum(tool_call_count) AS tool_calls,
@@ -92,7 +92,7 @@ SELECT coalesce(agent_name, '(unknown)') AS agent,
        sum(total_cost_usd) AS cost_usd,
        min(started_at) AS first_seen,
        max(coalesce(finished_at, started_at)) AS last_seen
-FROM runs
+FROM trajectories
 GROUP BY 1, 2
 ORDER BY trajectories DESC, agent, version
 ";
@@ -102,7 +102,7 @@ ORDER BY trajectories DESC, agent, version
 const MODELS: &str = "
 WITH declared AS (
   SELECT agent_model_name AS model, count(*) AS declared_trajectories
-  FROM runs WHERE agent_model_name IS NOT NULL
+  FROM trajectories WHERE agent_model_name IS NOT NULL
   GROUP BY 1
 ),
 observed AS (

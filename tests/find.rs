@@ -78,9 +78,97 @@ fn decoded_observation(raw: &str) -> Option<String> {
     (!pieces.is_empty()).then(|| pieces.join("\n"))
 }
 
-fn rows(m: &Mounts) -> Vec<Row> {
+/// What a terminal shows, written here apart from the library: CRLF as a
+/// newline, OSC strings and CSI sequences removed, then each line replayed
+/// with carriage returns and backspaces moving the cursor, other controls
+/// dropped.
+fn terminal_view(text: &str) -> String {
+    let osc = regex::Regex::new(r"\x1b\][^\x07\n]*(\x07|\x1b\\)?").unwrap();
+    let csi = regex::Regex::new(r"\x1b\[[0-?]*[ -/]*[@-~]?").unwrap();
+    let t = text.replace("\r\n", "\n");
+    let t = osc.replace_all(&t, "");
+    let t = csi.replace_all(&t, "");
+    t.split('\n')
+        .map(|line| {
+            let mut shown: Vec<char> = Vec::new();
+            let mut at = 0usize;
+            for c in line.chars() {
+                match c {
+                    '\r' => at = 0,
+                    '\u{8}' => at = at.saturating_sub(1),
+                    '\t' => {
+                        if at < shown.len() {
+                            shown[at] = c;
+                        } else {
+                            shown.push(c);
+                        }
+                        at += 1;
+                    }
+                    c if c.is_control() => {}
+                    c => {
+                        if at < shown.len() {
+                            shown[at] = c;
+                        } else {
+                            shown.push(c);
+                        }
+                        at += 1;
+                    }
+                }
+            }
+            shown.into_iter().collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The text of results given on calls themselves, by step: (source,
+/// document, step id) → the decoded strings, in call order.
+fn call_outputs(m: &Mounts) -> std::collections::HashMap<(String, String, i64), String> {
+    let batches = m
+        .scan_sources(
+            "dataset",
+            Table::ToolCalls,
+            &["source_path", "document_id", "step_id", "result"],
+            &|_| true,
+            &|b| Ok(b),
+            &|| Ok(()),
+        )
+        .unwrap();
+    let mut out: std::collections::HashMap<(String, String, i64), String> = Default::default();
+    for b in &batches {
+        let s = |i: usize| b.column(i).as_string::<i32>();
+        let step = b.column(2).as_primitive::<Int64Type>();
+        for r in 0..b.num_rows() {
+            if s(3).is_null(r) {
+                continue;
+            }
+            let v: serde_json::Value = serde_json::from_str(s(3).value(r)).unwrap();
+            let text = match v {
+                serde_json::Value::String(t) => t,
+                serde_json::Value::Null => continue,
+                // Structured results of real files: the library's rendering.
+                other => pchronicle::formats::text::content_text(&other),
+            };
+            let e = out
+                .entry((s(0).value(r).into(), s(1).value(r).into(), step.value(r)))
+                .or_default();
+            if !e.is_empty() {
+                e.push('\n');
+            }
+            e.push_str(&text);
+        }
+    }
+    out
+}
+
+/// Every step of the mount with the text the index must search. With
+/// `by_hand`, observations are decoded here from their raw JSON and checked
+/// against the library's `observation_text`; otherwise (real files with
+/// shapes the hand decoder does not know) the library's column is taken.
+fn rows(m: &Mounts, by_hand: bool) -> Vec<Row> {
     let mut cols = BUILD_COLUMNS.to_vec();
     cols.push("observation");
+    let calls = call_outputs(m);
     let batches = m
         .scan_sources(
             "dataset",
@@ -99,9 +187,22 @@ fn rows(m: &Mounts) -> Vec<Row> {
         };
         let step = b.column(4).as_primitive::<Int64Type>();
         for r in 0..b.num_rows() {
-            // The library's decoded column equals the hand decoding.
-            let by_hand = s(15, r).and_then(|raw| decoded_observation(&raw));
-            assert_eq!(s(10, r), by_hand, "observation_text of row {r}");
+            let observation = if by_hand {
+                // The library's decoded column equals the hand decoding.
+                let decoded = s(15, r).and_then(|raw| decoded_observation(&raw));
+                assert_eq!(s(10, r), decoded, "observation_text of row {r}");
+                decoded
+            } else {
+                s(10, r)
+            };
+            // Results given on the step's calls are searched as tool output.
+            let own = (!step.is_null(r))
+                .then(|| calls.get(&(s(0, r).unwrap(), s(1, r).unwrap(), step.value(r))))
+                .flatten();
+            let observation = match (observation, own) {
+                (Some(o), Some(c)) => Some(format!("{o}\n{c}")),
+                (o, c) => o.or_else(|| c.cloned()),
+            };
             out.push(Row {
                 key: (
                     s(0, r).unwrap(),
@@ -110,7 +211,7 @@ fn rows(m: &Mounts) -> Vec<Row> {
                     (!step.is_null(r)).then(|| step.value(r)),
                 ),
                 role: s(5, r),
-                text: [s(8, r), s(9, r), by_hand, s(11, r), s(12, r)],
+                text: [s(8, r), s(9, r), observation, s(11, r), s(12, r)],
                 json: [
                     s(13, r).and_then(|t| serde_json::from_str(&t).ok()),
                     s(14, r).and_then(|t| serde_json::from_str(&t).ok()),
@@ -132,7 +233,7 @@ fn reference(e: &FindExpr, row: &Row) -> bool {
             }
             cols.iter().any(|&c| {
                 row.text[c].as_deref().is_some_and(|t| {
-                    exec::find_terms(&pchronicle::util::terminal::clean(t), &terms).is_some()
+                    exec::find_terms(&terminal_view(t), &terms).is_some()
                 })
             })
         }
@@ -259,8 +360,55 @@ fn every_hit_set_equals_the_reference_evaluation() {
     corpus(&data.join("openai"), 20, "openai", 13);
     let cache = tmp.path().join("cache");
     let m = mounts(&data);
-    let all = rows(&m);
+    let all = rows(&m, true);
     assert!(all.len() > 500, "corpus too small: {}", all.len());
+    let informative = hit_sets_equal_the_reference(&m, &cache, &all);
+    // The expressions discriminate: most match some rows but not all.
+    assert!(
+        informative >= EXPRESSIONS.len() - 3,
+        "only {informative} informative expressions"
+    );
+}
+
+/// The same on the real trajectory files shipped with the project (the
+/// example Dataset and the Harbor golden runs), searched in place and
+/// through a store that `import` made of the Harbor runs (its own index,
+/// which reads results given on calls from the store's `tool_calls`).
+#[test]
+fn shipped_fixtures_hit_sets_equal_the_reference() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::tempdir().unwrap();
+    for dir in [root.join("examples/dataset"), root.join("tests/fixtures/harbor")] {
+        let m = mounts(&dir);
+        let all = rows(&m, false);
+        assert!(all.len() > 10, "{}: {} steps", dir.display(), all.len());
+        hit_sets_equal_the_reference(&m, &tmp.path().join("cache"), &all);
+    }
+    let data = tmp.path().join("actf");
+    corpus(&data, 12, "actf", 31);
+    let store = tmp.path().join("store");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pchronicle"))
+        .args(["import", "--from"])
+        .arg(&data)
+        .arg("--output")
+        .arg(&store)
+        .arg("-q")
+        .env("PCHRONICLE_CACHE_DIR", tmp.path().join("unused"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let m = mounts(&store);
+    let all = rows(&m, false);
+    assert!(
+        all.iter().any(|r| r.text[2].as_deref().is_some_and(|t| t.contains("root@"))),
+        "no call output in the store's steps"
+    );
+    hit_sets_equal_the_reference(&m, &tmp.path().join("cache"), &all);
+}
+
+/// Compare every expression's hits with the reference over `all`; returns
+/// how many expressions matched some rows but not all.
+fn hit_sets_equal_the_reference(m: &Mounts, cache: &Path, all: &[Row]) -> usize {
     let mut informative = 0;
     for text in EXPRESSIONS {
         let e = parse_match_expression(text).unwrap();
@@ -274,7 +422,7 @@ fn every_hit_set_equals_the_reference_evaluation() {
         if !want.is_empty() && want.len() < all.len() {
             informative += 1;
         }
-        let (mut got, total) = search(&m, &cache, &e);
+        let (mut got, total) = search(m, cache, &e);
         assert_eq!(total as usize, got.len(), "{text}: total");
         got.sort();
         assert_eq!(
@@ -285,11 +433,7 @@ fn every_hit_set_equals_the_reference_evaluation() {
             want.len()
         );
     }
-    // The expressions discriminate: most match some rows but not all.
-    assert!(
-        informative >= EXPRESSIONS.len() - 3,
-        "only {informative} informative expressions"
-    );
+    informative
 }
 
 #[test]
@@ -298,7 +442,7 @@ fn chinese_recall_equals_like() {
     let data = tmp.path().join("data");
     corpus(&data, 60, "atif", 21);
     let m = mounts(&data);
-    let all = rows(&m);
+    let all = rows(&m, true);
     // Chinese words, and words of terminal output that were missed when tool
     // output was indexed as JSON (`\nTraceback` read as `ntraceback`).
     for word in [

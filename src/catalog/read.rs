@@ -343,13 +343,14 @@ fn read_store(src: &Source, sink: &mut dyn FnMut(&Storyline)) -> Result<SourceRe
     let store = open_store(src)?;
     let reader = store.reader().map_err(|e| store_failure(src, &e))?;
     let mut counts = SourceCounts::default();
-    let mut runs: HashSet<String> = HashSet::new();
+    // A Run of a store is a run id of one of the files it was imported from.
+    let mut runs: HashSet<(Option<String>, String)> = HashSet::new();
     reader
         .documents_each(|d| -> Result<(), crate::store::StoreError> {
             counts.trajectories += 1;
             counts.steps += d.turns.len() as u64;
             counts.tool_calls += d.tool_call_count() as u64;
-            runs.insert(d.run_id().to_string());
+            runs.insert((d.origin_path.clone(), d.run_id().to_string()));
             sink(&d);
             Ok(())
         })

@@ -334,6 +334,23 @@ fn actf_run(rng: &mut Rng, run: u64, steps: u64) -> Value {
     let base = 1_780_000_000 + run * 3_600;
     let mut out = Vec::new();
     for s in 1..=steps {
+        // Codex-style agents record a shell command with its output on the
+        // call itself (`aggregated_output`), and no observation for it.
+        if rng.chance(30) {
+            let call = json!({"type": "command_execution", "id": format!("t-{run}-{s}"), "command": sentence(rng, 4),
+                "aggregated_output": output::tool_output(rng), "exit_code": rng.below(3), "status": "completed"});
+            out.push(json!({
+                "step_id": s,
+                "assistant_content": {"content": sentence(rng, 12), "tool_calls": [call.clone()]},
+                "metric": {"prompt_tokens_len": 100 + rng.below(2000), "completion_tokens_len": 10 + rng.below(300), "llm_infer_ms": rng.below(3000), "env_action_ms": rng.below(800), "stop_reason": "tool_use"},
+                "system_prompt": "You are a careful engineer.",
+                "user_content": if s == 1 { sentence(rng, 16) } else { String::new() },
+                "tools": [call],
+                "started_at": timestamp(base, s * 5),
+                "finished_at": timestamp(base, s * 5 + 3)
+            }));
+            continue;
+        }
         let call = json!({"type": "tool_use", "id": format!("t-{run}-{s}"), "name": rng.pick(TOOLS), "input": {"command": sentence(rng, 4)}});
         out.push(json!({
             "step_id": s,

@@ -259,13 +259,19 @@ const EVENT_DOCS: &[&str] = &[
 /// Columns computable from a skeleton read (no message bodies, metrics or
 /// extras): reading only these lets typed readers skip the heavy payloads.
 fn skeleton_safe(table: Table, column: &str) -> bool {
-    const COMMON: &[&str] = &["source_path", "document_id", "run_id", "session_id"];
+    const COMMON: &[&str] = &[
+        "source_path",
+        "origin_path",
+        "document_id",
+        "storage_ordinal",
+        "run_id",
+        "session_id",
+    ];
     if COMMON.contains(&column) {
         return true;
     }
     let safe: &[&str] = match table {
-        Table::Runs => &[
-            "storage_ordinal",
+        Table::Trajectories | Table::Documents => &[
             "run_id_explicit",
             "trajectory_id",
             "attempt_id",
@@ -274,12 +280,17 @@ fn skeleton_safe(table: Table, column: &str) -> bool {
             "agent_name",
             "agent_version",
             "agent_model_name",
+            "model_name",
             "parent_document_id",
             "parent_tool_call_id",
             "parent_step_id",
             "started_at",
             "finished_at",
+            "first_step_at",
+            "last_step_at",
             "step_count",
+            "user_step_count",
+            "agent_step_count",
             "tool_call_count",
             "continued_trajectory_ref",
             "agent_tool_definitions",
@@ -291,19 +302,8 @@ fn skeleton_safe(table: Table, column: &str) -> bool {
             "started_at_raw",
             "finished_at_raw",
         ],
-        Table::Trajectories => &[
-            "parent_document_id",
-            "agent_id",
-            "agent_name",
-            "model_name",
-            "format",
-            "step_count",
-            "user_step_count",
-            "agent_step_count",
-            "tool_call_count",
-            "started_at",
-            "finished_at",
-        ],
+        // Grouped from `trajectories` rows: see `scan_runs`.
+        Table::Runs => return false,
         Table::Steps => &[
             "step_id",
             "turn_ordinal",
@@ -386,7 +386,7 @@ impl Provider for Mounts {
                     name: other.to_string(),
                     hint: String::new(),
                 })?;
-                self.scan_documents(mount, table, columns, &|_| true, None, post, check)
+                self.scan_documents(mount, table, columns, &|_| true, None, None, post, check)
             }
         }
     }
@@ -401,11 +401,16 @@ impl Mounts {
         columns: &[usize],
         only: &(dyn Fn(&Source) -> bool + Sync),
         store_filter: Option<&str>,
+        call_output: Option<&'static str>,
         post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
         check: &(dyn Fn() -> Result<(), SqlError> + Sync),
     ) -> Result<Vec<RecordBatch>, SqlError> {
+        if table == Table::Runs {
+            return self.scan_runs(mount, columns, only, post, check);
+        }
         let cols = table.columns();
-        let skeleton = columns.iter().all(|&i| skeleton_safe(table, cols[i].name));
+        let skeleton = call_output.is_none()
+            &&  = columns.iter().all(|&i| skeleton_safe(table, cols[i].name));
         let opts = DecodeOptions {
             max_document_bytes: self.max_document_bytes,
             projection: if skeleton {
@@ -457,11 +462,17 @@ impl Mounts {
                     .map(|s| {
                         check()?;
                         if s.format == crate::formats::SourceFormat::StorylineLance
-                            && matches!(table, Table::Runs | Table::Steps | Table::ToolCalls)
+                            && matches!(table, Table::Trajectories | Table::Steps | Table::ToolCalls)
                         {
+                            if let Some(name) = call_output {
+                                return self.scan_store_call_output(s, columns, name, post);
+                            }
                             return self.scan_store(s, table, columns, store_filter, post);
                         }
                         let mut builder = TableBuilder::new(table, Some(columns));
+                        if let Some(name) = call_output {
+                            builder = builder.with_extra(name, crate::table::step_call_output);
+                        }
                         let mut out = Vec::new();
                         let mut ordinal = 0usize;
                         let mut err: Option<SqlError> = None;
@@ -512,6 +523,70 @@ impl Mounts {
 }
 
 impl Mounts {
+    /// The `runs` relation: `trajectories` rows of the Sources `only`
+    /// accepts, grouped into Runs. Columns no requested run column needs
+    /// and that would make the scan decode step payloads (tokens, cost,
+    /// JSON parts) are left NULL before grouping.
+    fn scan_runs(
+        &self,
+        mount: &Mount,
+        columns: &[usize],
+        only: &(dyn Fn(&Source) -> bool + Sync),
+        post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
+        check: &(dyn Fn() -> Result<(), SqlError> + Sync),
+    ) -> Result<Vec<RecordBatch>, SqlError> {
+        let runs = Table::Runs.columns();
+        let wanted: Vec<&str> = columns.iter().map(|&i| runs[i].name).collect();
+        let needed = |input: &str| {
+            skeleton_safe(Table::Trajectories, input) || wanted.contains(&input)
+        };
+        let traj = Table::Trajectories.columns();
+        let read: Vec<usize> = crate::table::RUN_INPUTS
+            .iter()
+            .filter(|c| needed(c))
+            .map(|c| {
+                Table::Trajectories
+                    .index_of(c)
+                    .ok_or_else(|| SqlError::Internal(format!("no trajectories column {c}")))
+            })
+            .collect::<Result<_, _>>()?;
+        let docs = self.scan_documents(
+            mount,
+            Table::Trajectories,
+            &read,
+            only,
+            None,
+            None,
+            &|b| Ok(b),
+            check,
+        )?;
+        let inputs = std::sync::Arc::new(Schema::new(
+            crate::table::RUN_INPUTS
+                .iter()
+                .map(|c| {
+                    let d = &traj[Table::Trajectories.index_of(c).expect("checked above")];
+                    Field::new(d.name, d.ty.arrow(), true)
+                })
+                .collect::<Vec<_>>(),
+        ));
+        let full: Vec<RecordBatch> = docs
+            .iter()
+            .map(|b| {
+                let arrays = inputs
+                    .fields()
+                    .iter()
+                    .map(|f| match b.column_by_name(f.name()) {
+                        Some(a) => a.clone(),
+                        None => arrow::array::new_null_array(f.data_type(), b.num_rows()),
+                    })
+                    .collect();
+                RecordBatch::try_new(inputs.clone(), arrays)
+            })
+            .collect::<Result<_, _>>()?;
+        let grouped = crate::table::group_runs(&full)?;
+        Ok(vec![post(grouped.project(columns)?)?])
+    }
+
     /// Scan `columns` (by name) of an entity table over the Sources of mount
     /// `dataset` that `only` accepts. `post` sees every batch in the worker
     /// that produced it, one Source at a time and in order within a Source.
@@ -556,7 +631,96 @@ impl Mounts {
                     .ok_or_else(|| SqlError::Internal(format!("no column {n} in {}", table.name())))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        self.scan_documents(mount, table, &idx, only, store_filter, post, check)
+        self.scan_documents(mount, table, &idx, only, store_filter, None, post, check)
+    }
+
+    /// Steps (`columns` by name) of the Sources `only` accepts, each batch
+    /// with one more text column `name`: the decoded text of results given
+    /// on the step's calls themselves, which the full-text index searches
+    /// with the observation.
+    pub fn scan_steps_with_call_output(
+        &self,
+        dataset: &str,
+        columns: &[&str],
+        name: &'static str,
+        only: &(dyn Fn(&Source) -> bool + Sync),
+        post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
+    ) -> Result<Vec<RecordBatch>, SqlError> {
+        let mount = self
+            .mount(dataset)
+            .ok_or_else(|| SqlError::UnknownRelation {
+                name: dataset.to_string(),
+                hint: String::new(),
+            })?;
+        let cols = Table::Steps.columns();
+        let idx = columns
+            .iter()
+            .map(|n| {
+                cols.iter()
+                    .position(|c| c.name == *n)
+                    .ok_or_else(|| SqlError::Internal(format!("no column {n} in steps")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        self.scan_documents(mount, Table::Steps, &idx, only, None, Some(name), post, &|| Ok(()))
+    }
+
+    /// [`Mounts::scan_steps_with_call_output`] for one store.
+    fn scan_store_call_output(
+        &self,
+        s: &Source,
+        columns: &[usize],
+        name: &'static str,
+        post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
+    ) -> Result<Vec<RecordBatch>, SqlError> {
+        let store = match crate::catalog::read::open_store(s) {
+            Ok(st) => st,
+            Err(f) => return self.skip_or_fail(s, f),
+        };
+        let reader = match store.reader() {
+            Ok(r) => r,
+            Err(e) => return self.skip_or_fail(s, crate::catalog::read::store_failure(s, &e)),
+        };
+        let cols = Table::Steps.columns();
+        let stored: Vec<&str> = columns
+            .iter()
+            .filter(|&&i| i != 0)
+            .map(|&i| cols[i].name)
+            .collect();
+        let mut schema_fields: Vec<Field> = TableBuilder::new(Table::Steps, Some(columns))
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| (**f).clone())
+            .collect();
+        schema_fields.push(Field::new(name, DataType::Utf8, true));
+        let schema: SchemaRef = std::sync::Arc::new(Schema::new(schema_fields));
+        let mut out = Vec::new();
+        let scanned = reader.scan_steps_with_call_output(&stored, |b| -> Result<(), ScanError> {
+            let n = b.num_rows();
+            let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len() + 1);
+            let mut from_store = 0usize;
+            for &i in columns {
+                if i == 0 {
+                    arrays.push(std::sync::Arc::new(StringArray::from_iter_values(
+                        std::iter::repeat_n(s.source_path.as_str(), n),
+                    )));
+                } else {
+                    arrays.push(b.column(from_store).clone());
+                    from_store += 1;
+                }
+            }
+            arrays.push(b.column(b.num_columns() - 1).clone());
+            let batch = RecordBatch::try_new(schema.clone(), arrays)?;
+            out.push(post(batch)?);
+            Ok(())
+        });
+        match scanned {
+            Ok(()) => Ok(out),
+            Err(ScanError::Store(e)) => {
+                self.skip_or_fail(s, crate::catalog::read::store_failure(s, &e))
+            }
+            Err(ScanError::Sql(e)) => Err(e),
+        }
     }
 
     /// Read stored columns of a store table natively, adding `source_path`.
@@ -582,6 +746,26 @@ impl Mounts {
             Ok(r) => r,
             Err(e) => return self.skip_or_fail(s, crate::catalog::read::store_failure(s, &e)),
         };
+        // A store's `trajectories` rows are its documents table: the same
+        // columns, with each time falling back to the steps' one.
+        let phys = if table == Table::Trajectories {
+            Table::Documents
+        } else {
+            table
+        };
+        let fallback = |c: &str| match (phys, c) {
+            (Table::Documents, "started_at") => Some("first_step_at"),
+            (Table::Documents, "finished_at") => Some("last_step_at"),
+            _ => None,
+        };
+        let mut stored = stored;
+        for c in stored.clone() {
+            if let Some(f) = fallback(c) {
+                if !stored.contains(&f) {
+                    stored.push(f);
+                }
+            }
+        }
         // Lance needs at least one column; read one when only source_path is asked for.
         let read_cols: Vec<&str> = if stored.is_empty() {
             // The first non-null integer column is the cheapest to decode.
@@ -597,44 +781,27 @@ impl Mounts {
         let mut out = Vec::new();
         // Batches are filtered as they arrive (Lance decodes the next ones
         // meanwhile), so only rows that pass are kept.
-        // A store that fails while read (a damaged fragment) is a bad Source
-        // like any other; an error of the query itself fails the query.
-        enum ScanError {
-            Store(crate::store::StoreError),
-            Sql(SqlError),
-        }
-        impl From<crate::store::StoreError> for ScanError {
-            fn from(e: crate::store::StoreError) -> Self {
-                ScanError::Store(e)
-            }
-        }
-        impl From<SqlError> for ScanError {
-            fn from(e: SqlError) -> Self {
-                ScanError::Sql(e)
-            }
-        }
-        impl From<arrow::error::ArrowError> for ScanError {
-            fn from(e: arrow::error::ArrowError) -> Self {
-                ScanError::Sql(e.into())
-            }
-        }
         let scanned = reader.scan_each_where(
-            table,
+            phys,
             &read_cols,
             store_filter,
             |b| -> Result<(), ScanError> {
                 let n = b.num_rows();
                 let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
+                let column = |name: &str| {
+                    b.column_by_name(name)
+                        .cloned()
+                        .ok_or_else(|| SqlError::Internal(format!("store column {name} missing")))
+                };
                 for &i in columns {
                     if i == 0 {
                         arrays.push(std::sync::Arc::new(StringArray::from_iter_values(
                             std::iter::repeat_n(s.source_path.as_str(), n),
                         )));
+                    } else if let Some(f) = fallback(cols[i].name) {
+                        arrays.push(coalesce_times(&column(cols[i].name)?, &column(f)?));
                     } else {
-                        let c = b.column_by_name(cols[i].name).ok_or_else(|| {
-                            SqlError::Internal(format!("store column {} missing", cols[i].name))
-                        })?;
-                        arrays.push(c.clone());
+                        arrays.push(column(cols[i].name)?);
                     }
                 }
                 let opts = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(n));
@@ -651,6 +818,52 @@ impl Mounts {
             Err(ScanError::Sql(e)) => Err(e),
         }
     }
+}
+
+/// Why a store scan stopped: a store that fails while read (a damaged
+/// fragment) is a bad Source like any other; an error of the query itself
+/// fails the query.
+enum ScanError {
+    Store(crate::store::StoreError),
+    Sql(SqlError),
+}
+
+impl From<crate::store::StoreError> for ScanError {
+    fn from(e: crate::store::StoreError) -> Self {
+        ScanError::Store(e)
+    }
+}
+
+impl From<SqlError> for ScanError {
+    fn from(e: SqlError) -> Self {
+        ScanError::Sql(e)
+    }
+}
+
+impl From<arrow::error::ArrowError> for ScanError {
+    fn from(e: arrow::error::ArrowError) -> Self {
+        ScanError::Sql(e.into())
+    }
+}
+
+/// `a`, with its NULL times taken from `b` (both timestamp arrays).
+fn coalesce_times(a: &ArrayRef, b: &ArrayRef) -> ArrayRef {
+    use arrow::array::{Array, AsArray, TimestampNanosecondArray};
+    use arrow::datatypes::TimestampNanosecondType;
+    let (x, y) = (
+        a.as_primitive::<TimestampNanosecondType>(),
+        b.as_primitive::<TimestampNanosecondType>(),
+    );
+    let out: TimestampNanosecondArray = (0..x.len())
+        .map(|i| {
+            if x.is_valid(i) {
+                Some(x.value(i))
+            } else {
+                y.is_valid(i).then(|| y.value(i))
+            }
+        })
+        .collect();
+    std::sync::Arc::new(out.with_timezone("UTC"))
 }
 
 /// The `sources` relation of a snapshot as one batch.

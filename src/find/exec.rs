@@ -62,6 +62,9 @@ impl Identity {
 pub struct Hit {
     /// Dataset-relative Source path.
     pub source_path: String,
+    /// Dataset-relative path of the file the document was read from (the
+    /// Source itself, unless it is a store).
+    pub origin_path: String,
     /// Document id.
     pub document_id: String,
     /// Run id.
@@ -85,6 +88,10 @@ pub struct Hit {
     /// Sort key within the Source (not printed).
     #[serde(skip)]
     pub ord: u64,
+    /// The document's position in its Source, when known (not printed:
+    /// readers use it to tell documents with the same id apart).
+    #[serde(skip)]
+    pub storage_ordinal: Option<u64>,
     /// Whether this is a steps-scope hit (not printed).
     #[serde(skip)]
     pub step_scope: bool,
@@ -775,6 +782,7 @@ fn step_hit(
             .unwrap_or_default()
     });
     Hit {
+        origin_path: s(fields.origin).unwrap_or_else(|| source_path.clone()),
         source_path,
         document_id: s(fields.doc).unwrap_or_default(),
         run_id: s(fields.run),
@@ -785,6 +793,7 @@ fn step_hit(
         timestamp: s(fields.ts),
         preview,
         ord,
+        storage_ordinal: Some(super::index::document_of(ord)),
         step_scope: true,
     }
 }
@@ -911,7 +920,9 @@ pub const RUN_JSON_COLUMNS: [&str; 5] = [
 pub struct RunRow {
     /// Source path.
     pub source_path: String,
-    /// Document id.
+    /// Where the Run's documents were read from.
+    pub origin_path: String,
+    /// The Run's main trajectory.
     pub document_id: String,
     /// Run id.
     pub run_id: Option<String>,
@@ -919,7 +930,8 @@ pub struct RunRow {
     pub session_id: Option<String>,
     /// JSON columns in [`RUN_JSON_COLUMNS`] order (raw JSON text).
     pub json: Vec<Option<String>>,
-    /// A text to preview when no JSON value is shown.
+    /// A text to preview when no JSON value is shown (the first user
+    /// message).
     pub prompt: Option<String>,
     /// Order within the Source.
     pub ord: u64,
@@ -1005,6 +1017,7 @@ pub fn search_runs(
                 .unwrap_or_default();
             out.hits.push(Hit {
                 source_path: r.source_path.clone(),
+                origin_path: r.origin_path.clone(),
                 document_id: r.document_id.clone(),
                 run_id: r.run_id.clone(),
                 session_id: r.session_id.clone(),
@@ -1014,6 +1027,7 @@ pub fn search_runs(
                 timestamp: None,
                 preview,
                 ord: r.ord,
+                storage_ordinal: None,
                 step_scope: false,
             });
         }

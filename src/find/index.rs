@@ -4,10 +4,9 @@
 //! `snapshot_ref` each Source had when it was indexed, so a reader knows which
 //! Sources are current. The index is derived data: deleting it loses nothing.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Int64Type, TimestampNanosecondType};
@@ -26,7 +25,7 @@ pub const JSON_FAST_MAX_BYTES: usize = 16 * 1024;
 pub const JSON_IN_STORE: &str = "\u{1}";
 
 /// Version of the index layout; an index with another version is rebuilt.
-pub const INDEX_VERSION: u32 = 3;
+pub const INDEX_VERSION: u32 = 4;
 
 /// File that records what an index covers.
 pub const META_FILE: &str = "pchronicle-index.json";
@@ -75,6 +74,9 @@ pub const TEXT_COLUMNS: [&str; 5] = [
     "model_name",
 ];
 
+/// Position of the observation in [`TEXT_COLUMNS`].
+const OBSERVATION: usize = 2;
+
 /// The JSON columns kept for predicates.
 pub const JSON_COLUMNS: [&str; 2] = ["metrics", "extra"];
 
@@ -93,6 +95,8 @@ pub struct Fields {
     pub run: Field,
     /// session_id (raw term, stored).
     pub session: Field,
+    /// origin_path (raw term, stored).
+    pub origin: Field,
     /// step_id (indexed, stored).
     pub step: Field,
     /// step_source (raw term, stored).
@@ -119,6 +123,7 @@ impl Fields {
         let doc = b.add_text_field("doc", STRING | STORED);
         let run = b.add_text_field("run", STRING | STORED);
         let session = b.add_text_field("session", STRING | STORED);
+        let origin = b.add_text_field("origin", STRING | STORED);
         let step = b.add_i64_field("step", INDEXED | STORED);
         let role = b.add_text_field("role", STRING | STORED);
         let kind = b.add_text_field("kind", STORED);
@@ -143,6 +148,7 @@ impl Fields {
             doc,
             run,
             session,
+            origin,
             step,
             role,
             kind,
@@ -163,6 +169,7 @@ impl Fields {
             doc: f("doc")?,
             run: f("run")?,
             session: f("session")?,
+            origin: f("origin")?,
             step: f("step")?,
             role: f("role")?,
             kind: f("kind")?,
@@ -190,7 +197,7 @@ impl Default for Fields {
 }
 
 /// The steps-relation columns an index is built from.
-pub const BUILD_COLUMNS: [&str; 15] = [
+pub const BUILD_COLUMNS: [&str; 18] = [
     "source_path",
     "document_id",
     "run_id",
@@ -206,6 +213,9 @@ pub const BUILD_COLUMNS: [&str; 15] = [
     "model_name",
     "metrics",
     "extra",
+    "origin_path",
+    "storage_ordinal",
+    "turn_ordinal",
 ];
 
 /// Open an index directory, registering the analyzer.
@@ -225,13 +235,17 @@ pub fn create(dir: &Path) -> tantivy::Result<(Index, Fields)> {
     Ok((index, fields))
 }
 
+/// The text column a steps batch may carry after [`BUILD_COLUMNS`]: the
+/// decoded results given on the step's calls themselves, indexed with the
+/// observation (a person reads both as what the tools printed).
+pub const CALL_OUTPUT_COLUMN: &str = "call_output_text";
+
 /// Adds steps to an index. `add_batch` may be called from several threads.
 pub struct Builder {
     writer: IndexWriter<TantivyDocument>,
     fields: Fields,
     steps: AtomicU64,
     text_bytes: AtomicU64,
-    ordinals: Mutex<HashMap<String, DocumentOrdinals>>,
 }
 
 impl Builder {
@@ -244,7 +258,6 @@ impl Builder {
             fields,
             steps: AtomicU64::new(0),
             text_bytes: AtomicU64::new(0),
-            ordinals: Mutex::new(HashMap::new()),
         })
     }
 
@@ -255,8 +268,8 @@ impl Builder {
     }
 
     /// Add the rows of one steps batch (projected to [`BUILD_COLUMNS`], in
-    /// that order). Batches of one Source must arrive in order; documents
-    /// are numbered in the order they appear.
+    /// that order, optionally followed by [`CALL_OUTPUT_COLUMN`]). A step's
+    /// place in its Source is its document's position and its own.
     pub fn add_batch(&self, batch: &RecordBatch) -> tantivy::Result<()> {
         if batch.num_rows() == 0 {
             return Ok(());
@@ -278,21 +291,29 @@ impl Builder {
             .as_primitive_opt::<TimestampNanosecondType>();
         let texts: Vec<_> = (8..13).map(text).collect();
         let jsons: Vec<_> = (13..15).map(text).collect();
-        let key = src.value(0).to_string();
-        let mut ordinal = self
-            .ordinals
-            .lock()
-            .map_err(|_| tantivy::TantivyError::InternalError("ordinals lock".into()))?
-            .remove(&key)
-            .unwrap_or_default();
+        let call_output = batch
+            .column_by_name(CALL_OUTPUT_COLUMN)
+            .and_then(|a| a.as_string_opt::<i32>());
+        let origin = text(15);
+        let (Some(doc_ord), Some(turn_ord)) = (
+            batch.column(16).as_primitive_opt::<Int64Type>(),
+            batch.column(17).as_primitive_opt::<Int64Type>(),
+        ) else {
+            return Err(tantivy::TantivyError::InvalidArgument(
+                "steps batch without storage_ordinal/turn_ordinal".into(),
+            ));
+        };
         let (mut steps, mut text_bytes) = (0u64, 0u64);
         for r in 0..batch.num_rows() {
             let mut d = TantivyDocument::default();
             let s = src.value(r);
             let dv = doc.value(r);
             d.add_text(f.src, s);
-            d.add_u64(f.ord, ordinal.next(s, dv));
+            d.add_u64(f.ord, step_order(doc_ord.value(r), turn_ord.value(r)));
             d.add_text(f.doc, dv);
+            if let Some(v) = cell(origin, r) {
+                d.add_text(f.origin, v);
+            }
             if let Some(v) = cell(run, r) {
                 d.add_text(f.run, v);
             }
@@ -316,13 +337,23 @@ impl Builder {
                 }
             }
             for (i, a) in texts.iter().enumerate() {
-                if let Some(v) = cell(*a, r) {
-                    // What a terminal showed: colour codes and overprinted
-                    // progress lines would otherwise glue to the words.
-                    let v = crate::util::terminal::clean(v);
-                    text_bytes += v.len() as u64;
-                    d.add_text(f.text[i], &*v);
-                }
+                let own = cell(*a, r);
+                // Results given on the calls read as more tool output.
+                let more = if i == OBSERVATION { cell(call_output, r) } else { None };
+                let joined;
+                let v = match (own, more) {
+                    (Some(o), Some(m)) => {
+                        joined = format!("{o}\n{m}");
+                        joined.as_str()
+                    }
+                    (Some(v), None) | (None, Some(v)) => v,
+                    (None, None) => continue,
+                };
+                // What a terminal showed: colour codes and overprinted
+                // progress lines would otherwise glue to the words.
+                let v = crate::util::terminal::clean(v);
+                text_bytes += v.len() as u64;
+                d.add_text(f.text[i], &*v);
             }
             for (i, a) in jsons.iter().enumerate() {
                 if let Some(v) = cell(*a, r) {
@@ -342,9 +373,6 @@ impl Builder {
         }
         self.steps.fetch_add(steps, Ordering::Relaxed);
         self.text_bytes.fetch_add(text_bytes, Ordering::Relaxed);
-        if let Ok(mut g) = self.ordinals.lock() {
-            g.insert(key, ordinal);
-        }
         Ok(())
     }
 
@@ -363,32 +391,15 @@ fn cell(a: Option<&arrow::array::StringArray>, r: usize) -> Option<&str> {
     a.and_then(|a| (!a.is_null(r)).then(|| a.value(r)))
 }
 
-/// Numbers steps in Source order: document ordinal in the high bits, step
-/// ordinal within the document in the low 24.
-#[derive(Debug, Default)]
-pub struct DocumentOrdinals {
-    current: Option<(String, String)>,
-    doc: u64,
-    step: u64,
+/// A step's place in its Source: the document's position in the high bits,
+/// the step's in the low 24.
+pub fn step_order(document: i64, turn: i64) -> u64 {
+    ((document.max(0) as u64) << 24) | (turn.max(0) as u64).min((1 << 24) - 1)
 }
 
-impl DocumentOrdinals {
-    fn next(&mut self, source: &str, document: &str) -> u64 {
-        match &self.current {
-            Some((s, d)) if s == source && d == document => self.step += 1,
-            Some((s, _)) if s == source => {
-                self.doc += 1;
-                self.step = 0;
-                self.current = Some((source.to_string(), document.to_string()));
-            }
-            _ => {
-                self.doc = 0;
-                self.step = 0;
-                self.current = Some((source.to_string(), document.to_string()));
-            }
-        }
-        (self.doc << 24) | self.step.min((1 << 24) - 1)
-    }
+/// The document position of a step's place ([`step_order`]).
+pub fn document_of(order: u64) -> u64 {
+    order >> 24
 }
 
 /// Where the index of a Dataset's exchange files is cached.

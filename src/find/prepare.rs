@@ -16,13 +16,12 @@ use std::time::Instant;
 use tantivy::ReloadPolicy;
 
 use super::exec::Searchable;
-use super::index::{self, Builder, IndexMeta, BUILD_COLUMNS, INDEX_VERSION};
+use super::index::{self, Builder, IndexMeta, BUILD_COLUMNS, CALL_OUTPUT_COLUMN, INDEX_VERSION};
 use super::tokenize::TOKENIZER_NAME;
 use crate::catalog::{Source, SourceStatus};
 use crate::dataset::Mounts;
 use crate::formats::SourceFormat;
 use crate::sql::SqlError;
-use crate::table::Table;
 
 /// Directory of a store's own index, relative to the store root.
 pub const STORE_INDEX_DIR: &str = "_pchronicle/find-v1";
@@ -402,10 +401,10 @@ fn index_sources(
         arrow::datatypes::Schema::empty(),
     ));
     let failed = std::sync::Mutex::new(None::<String>);
-    mounts.scan_sources(
+    mounts.scan_steps_with_call_output(
         dataset,
-        Table::Steps,
         &BUILD_COLUMNS,
+        CALL_OUTPUT_COLUMN,
         &|s| todo.contains(s.source_path.as_str()),
         &|b| {
             if let Err(e) = builder.add_batch(&b) {
@@ -415,7 +414,6 @@ fn index_sources(
             }
             Ok(empty.clone())
         },
-        &|| Ok(()),
     )?;
     if let Some(e) = failed.into_inner().ok().flatten() {
         return Err(CacheError::Scan(e));
@@ -439,12 +437,12 @@ pub fn build_store_index(store_root: &Path, source: &Source) -> Result<(u64, u64
             .reader()
             .map_err(|e| CacheError::Scan(e.to_string()))?;
         let stored: Vec<&str> = BUILD_COLUMNS[1..].to_vec();
-        reader.scan_each(Table::Steps, &stored, |b| -> Result<(), CacheError> {
+        reader.scan_steps_with_call_output(&stored, |b| -> Result<(), CacheError> {
             let n = b.num_rows();
             let mut cols: Vec<arrow::array::ArrayRef> = vec![std::sync::Arc::new(
                 arrow::array::StringArray::from_iter_values(std::iter::repeat_n("", n)),
             )];
-            for c in &stored {
+            for c in stored.iter().chain([&CALL_OUTPUT_COLUMN]) {
                 cols.push(
                     b.column_by_name(c)
                         .cloned()
@@ -457,7 +455,7 @@ pub fn build_store_index(store_root: &Path, source: &Source) -> Result<(u64, u64
                     arrow::datatypes::DataType::Utf8,
                     false,
                 ))
-                .chain(stored.iter().map(|c| {
+                .chain(stored.iter().chain([&CALL_OUTPUT_COLUMN]).map(|c| {
                     let f = b
                         .schema()
                         .field_with_name(c)

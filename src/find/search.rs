@@ -103,14 +103,16 @@ pub fn search(mounts: &Mounts, r: &Request<'_>, progress: &dyn Fn(&str)) -> Resu
     Ok(out)
 }
 
-/// Every run row of a mount, in Source order.
+/// Every Run of a mount (the `runs` relation), in Source order: its main
+/// trajectory's id and JSON columns, and its first user message to preview.
 fn run_rows(mounts: &Mounts, mount: &str, d: Deadline) -> Result<Vec<RunRow>, Error> {
     let mut cols = vec![
         "source_path",
-        "document_id",
+        "root_document_id",
         "run_id",
         "session_id",
-        "prompt",
+        "first_user_message",
+        "origin_path",
     ];
     cols.extend(RUN_JSON_COLUMNS);
     let batches = mounts
@@ -146,7 +148,8 @@ fn run_rows(mounts: &Mounts, mount: &str, d: Deadline) -> Result<Vec<RunRow>, Er
                 run_id: get(2, r),
                 session_id: get(3, r),
                 prompt: get(4, r),
-                json: (5..5 + RUN_JSON_COLUMNS.len()).map(|i| get(i, r)).collect(),
+                origin_path: get(5, r).unwrap_or_default(),
+                json: (6..6 + RUN_JSON_COLUMNS.len()).map(|i| get(i, r)).collect(),
                 ord,
             });
         }

@@ -67,6 +67,45 @@ pub fn restore_residual(root: &mut Value, pointer: &str, value: Value) {
     }
 }
 
+/// Remove the key at `pointer` from `root` (the source had none there).
+pub fn remove_at(root: &mut Value, pointer: &str) {
+    let tokens: Vec<String> = pointer.split('/').skip(1).map(unescape).collect();
+    let Some((last, path)) = tokens.split_last() else {
+        return;
+    };
+    let mut cur = root;
+    for t in path {
+        cur = match cur {
+            Value::Object(m) => match m.get_mut(t) {
+                Some(x) => x,
+                None => return,
+            },
+            Value::Array(a) => match t.parse::<usize>().ok().and_then(|i| a.get_mut(i)) {
+                Some(x) => x,
+                None => return,
+            },
+            _ => return,
+        };
+    }
+    if let Value::Object(m) = cur {
+        m.remove(last);
+    }
+}
+
+/// A residual value to put back (`Some`), or a key the source lacked to
+/// leave out (`None`), by pointer from the record root.
+pub type ResidualEntry = (String, Option<Value>);
+
+/// Apply residual entries to an encoded record.
+pub fn restore_all(root: &mut Value, entries: Vec<ResidualEntry>) {
+    for (p, v) in entries {
+        match v {
+            Some(v) => restore_residual(root, &p, v),
+            None => remove_at(root, &p),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,5 +121,8 @@ mod tests {
             v,
             json!({"steps": [{"a": 99}, {"b": 2, "x/y": true}], "extra": {"deep": {"k": 3}}})
         );
+        remove_at(&mut v, "/steps/1/x~1y");
+        remove_at(&mut v, "/nothing/here");
+        assert_eq!(v["steps"][1], json!({"b": 2}));
     }
 }

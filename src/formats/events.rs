@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::{json, Map, Value};
 
 use super::model::{Origin, Storyline, Turn};
+use super::text;
 use super::openai::{attach_result, convert_calls, reasoning_of, role_src};
 use super::DecodeCtx;
 
@@ -70,8 +71,11 @@ impl Protocol {
     }
 }
 
-/// Text of a content value: a string, or the text parts of an array.
-pub fn content_text(v: &Value) -> String {
+/// The text parts of a content value, as the Gateway hashes them into a
+/// derived session id. Kept apart from [`crate::formats::text::content_text`]
+/// (what a person reads, with media placeholders) so that ids of sessions
+/// already captured never change.
+pub fn session_key_text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Array(parts) => {
@@ -111,7 +115,7 @@ pub fn request_messages(protocol: Protocol, body: &Value) -> Vec<Value> {
         Protocol::AnthropicMessages => {
             let mut out = Vec::new();
             if let Some(sys @ (Value::String(_) | Value::Array(_))) = body.get("system") {
-                out.push(json!({"role": "system", "content": content_text(sys)}));
+                out.push(json!({"role": "system", "content": text::content_text(sys)}));
             }
             if let Some(Value::Array(msgs)) = body.get("messages") {
                 for m in msgs {
@@ -140,7 +144,7 @@ pub fn request_messages(protocol: Protocol, body: &Value) -> Vec<Value> {
 /// messages; tool uses become `tool_calls`; thinking becomes reasoning).
 fn anthropic_message(role: &str, content: &Value, out: &mut Vec<Value>) {
     let Value::Array(blocks) = content else {
-        out.push(json!({"role": role, "content": content_text(content)}));
+        out.push(json!({"role": role, "content": text::content_text(content)}));
         return;
     };
     let mut text = Vec::new();
@@ -169,7 +173,7 @@ fn anthropic_message(role: &str, content: &Value, out: &mut Vec<Value>) {
             Some("tool_result") => out.push(json!({
                 "role": "tool",
                 "tool_call_id": b.get("tool_use_id").cloned().unwrap_or(Value::Null),
-                "content": content_text(b.get("content").unwrap_or(&Value::Null)),
+                "content": text::content_text(b.get("content").unwrap_or(&Value::Null)),
             })),
             _ => {}
         }
@@ -237,14 +241,14 @@ fn responses_items(items: &[Value], out: &mut Vec<Value>) {
                 out.push(json!({
                     "role": "tool",
                     "tool_call_id": it.get("call_id").cloned().unwrap_or(Value::Null),
-                    "content": content_text(it.get("output").unwrap_or(&Value::Null)),
+                    "content": text::content_text(it.get("output").unwrap_or(&Value::Null)),
                 }));
             }
             Some("message") | None => {
                 let Some(role) = it.get("role").and_then(Value::as_str) else {
                     continue;
                 };
-                let text = content_text(it.get("content").unwrap_or(&Value::Null));
+                let text = text::content_text(it.get("content").unwrap_or(&Value::Null));
                 if role == "assistant" && (!calls.is_empty() || !reasoning.is_empty()) {
                     let mut m = Map::new();
                     m.insert("role".into(), json!("assistant"));
@@ -278,7 +282,7 @@ fn content_text_of_summary(v: &Value) -> String {
             .filter_map(|p| p.get("text").and_then(Value::as_str))
             .collect::<Vec<_>>()
             .join("\n"),
-        other => content_text(other),
+        other => text::content_text(other),
     }
 }
 
@@ -349,7 +353,7 @@ fn merge_assistant(msgs: Vec<Value>) -> Option<Value> {
     let mut reasoning = Vec::new();
     let mut calls = Vec::new();
     for m in msgs {
-        let t = content_text(m.get("content").unwrap_or(&Value::Null));
+        let t = text::content_text(m.get("content").unwrap_or(&Value::Null));
         if !t.is_empty() {
             text.push(t);
         }
@@ -920,5 +924,29 @@ mod tests {
         assert!(d.turns[2].observation.is_some());
         assert_eq!(d.turns[3].msg, "done");
         assert_eq!(d.extra.as_ref().unwrap()["gateway"]["duplicate_events"], 1);
+    }
+
+    #[test]
+    fn tool_results_keep_media_as_placeholders() {
+        // An Anthropic tool result with a screenshot: the text and a
+        // labelled placeholder, as every other format decodes it.
+        let req = json!({"seq": 1, "session_id": "s", "call_id": "a", "kind": "http.request",
+            "timestamp_unix_ms": 1000,
+            "payload": {"protocol": "anthropic.messages", "http": {"request_body": {"model": "m",
+              "messages": [{"role": "user", "content": "look"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "tu", "name": "shot", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu", "content": [
+                  {"type": "text", "text": "saved\tscreen.png"},
+                  {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}}]}]}]}}}});
+        let docs = project(&[(&req, 0)], "events.lance");
+        let obs = docs[0]
+            .turns
+            .iter()
+            .find_map(|t| t.observation.as_ref())
+            .expect("the tool result is an observation");
+        assert_eq!(
+            crate::formats::text::observation_text(obs).as_deref(),
+            Some("saved\tscreen.png\n[image: image/png]")
+        );
     }
 }

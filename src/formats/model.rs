@@ -92,6 +92,11 @@ pub struct Storyline {
     pub unknown_key_counts: Option<Value>,
     /// The turns, in authoritative order.
     pub turns: Vec<Turn>,
+    /// Dataset-relative path of the file the document was read from, kept
+    /// when the document moves into a store (one Source holding many
+    /// files' documents). Not part of the Storyline wire.
+    #[serde(skip)]
+    pub origin_path: Option<String>,
 }
 
 /// Provenance of a document.
@@ -476,6 +481,7 @@ impl Storyline {
             unknown_fields: None,
             unknown_key_counts: None,
             turns: Vec::new(),
+            origin_path: None,
         }
     }
 

@@ -22,6 +22,9 @@ pub fn join(prefix: &str, key: &str) -> String {
 #[derive(Debug, Default, Clone)]
 pub struct Residual {
     fields: Map<String, Value>,
+    /// Pointers of keys the source lacked that Storyline requires (a
+    /// session id the decoder derived): export leaves them out again.
+    absent: Vec<String>,
 }
 
 impl Residual {
@@ -37,9 +40,15 @@ impl Residual {
         }
     }
 
+    /// Record that the source had no key at `pointer`, where the Storyline
+    /// document has a value (derived or inherited, not given).
+    pub fn absent(&mut self, pointer: String) {
+        self.absent.push(pointer);
+    }
+
     /// True when nothing was recorded.
     pub fn is_empty(&self) -> bool {
-        self.fields.is_empty()
+        self.fields.is_empty() && self.absent.is_empty()
     }
 
     /// Write `unknown_fields` / `unknown_key_counts` into `doc` for `source`.
@@ -51,7 +60,7 @@ impl Residual {
         source_document_id: &str,
         array_keys: &[&str],
     ) {
-        if self.fields.is_empty() {
+        if self.is_empty() {
             return;
         }
         let mut counts = Map::new();
@@ -60,9 +69,11 @@ impl Residual {
             let c = counts.entry(norm).or_insert(json!(0));
             *c = json!(c.as_u64().unwrap_or(0) + 1);
         }
-        doc.unknown_fields = Some(json!({
-            "sources": { source: { "source_document_id": source_document_id, "fields": Value::Object(self.fields) } }
-        }));
+        let mut slice = json!({ "source_document_id": source_document_id, "fields": Value::Object(self.fields) });
+        if !self.absent.is_empty() {
+            slice["absent"] = json!(self.absent);
+        }
+        doc.unknown_fields = Some(json!({ "sources": { source: slice } }));
         doc.unknown_key_counts = Some(json!({ source: Value::Object(counts) }));
     }
 }

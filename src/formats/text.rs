@@ -58,7 +58,9 @@ pub fn result_text(r: &Value) -> String {
         push_content(&mut out, r, 0);
         return out;
     };
-    let content = o.get("content");
+    // ACTF observation items may carry a command's output as
+    // `aggregated_output` instead of `content`.
+    let content = o.get("content").or_else(|| o.get("aggregated_output"));
     if let Some(c) = content {
         push_content(&mut out, c, 0);
     }
@@ -230,9 +232,12 @@ fn part_media(o: &Map<String, Value>) -> Option<Media> {
     let shown = match raw {
         Some(p) if p.starts_with("data:") => "data:…".to_string(),
         Some(p) => p.to_string(),
+        // Inline data (an Anthropic base64 source, OpenAI input audio):
+        // its media type or format.
         None => o
             .get("input_audio")
             .and_then(|a| a.get("format"))
+            .or_else(|| o.get("source").and_then(|s| s.get("media_type")))
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string(),

@@ -700,7 +700,7 @@ fn session_of(
         {
             h.update(role.as_bytes());
             h.update(
-                crate::formats::events::content_text(m.get("content").unwrap_or(&Value::Null))
+                crate::formats::events::session_key_text(m.get("content").unwrap_or(&Value::Null))
                     .as_bytes(),
             );
         }
@@ -1331,7 +1331,7 @@ fn markdown_of(ev: &Value, history: &mut usize) -> String {
             for m in &msgs[start..] {
                 let role = m.get("role").and_then(Value::as_str).unwrap_or("?");
                 let text =
-                    crate::formats::events::content_text(m.get("content").unwrap_or(&Value::Null));
+                    crate::formats::text::content_text(m.get("content").unwrap_or(&Value::Null));
                 out.push_str(&format!("\n### {role}\n\n{text}\n"));
             }
             *history = msgs.len() + 1;
@@ -1350,7 +1350,7 @@ fn markdown_of(ev: &Value, history: &mut usize) -> String {
             .unwrap_or_default();
         out.push_str(&format!("\n### assistant (status {status})\n\n"));
         if let Some(m) = reply.message {
-            out.push_str(&crate::formats::events::content_text(
+            out.push_str(&crate::formats::text::content_text(
                 m.get("content").unwrap_or(&Value::Null),
             ));
             out.push('\n');

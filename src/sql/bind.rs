@@ -2299,6 +2299,8 @@ enum JoinFix {
 
 const ID_COLUMNS: &[&str] = &[
     "document_id",
+    "root_document_id",
+    "storage_ordinal",
     "run_id",
     "session_id",
     "step_id",

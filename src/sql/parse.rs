@@ -94,10 +94,10 @@ fn refused(s: &sql::Statement) -> SqlError {
     }
 }
 
-/// The query selecting the addresses of `runs` rows that satisfy
+/// The query selecting the positions of `trajectories` rows that satisfy
 /// `condition` (one boolean SQL expression, parsed on its own so it cannot
 /// change the statement around it).
-pub fn runs_where(condition: &str, mount: &str) -> Result<String, SqlError> {
+pub fn trajectories_where(condition: &str, mount: &str) -> Result<String, SqlError> {
     if condition.len() > MAX_SQL_BYTES {
         return Err(SqlError::Syntax {
             message: "the condition is too long".into(),
@@ -119,7 +119,7 @@ pub fn runs_where(condition: &str, mount: &str) -> Result<String, SqlError> {
         });
     }
     Ok(format!(
-        "SELECT source_path, document_id FROM {mount}.runs WHERE {expr}"
+        "SELECT source_path, storage_ordinal FROM {mount}.trajectories WHERE {expr}"
     ))
 }
 

@@ -8,8 +8,12 @@ use serde::{Deserialize, Serialize};
 
 use super::StoreError;
 
-/// The store layout version this build reads and writes.
-pub const STORE_SCHEMA_VERSION: u64 = 1;
+/// The store layout version this build reads and writes. Version 2 added
+/// `origin_path` to every table, `storage_ordinal` to `steps` and
+/// `tool_calls` (documents are told apart by position, never by a renamed
+/// id), and the step times, role counts, model and first user message to
+/// `runs`.
+pub const STORE_SCHEMA_VERSION: u64 = 2;
 
 /// What one commit pins.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,6 +92,11 @@ impl Current {
             )));
         }
         if let Some(c) = &cur.committed {
+            if c.schema_version == 1 {
+                return Err(StoreError::Current(
+                    "store schema_version 1 predates this build (it has no origin paths or document positions); import the exchange files again".into(),
+                ));
+            }
             if c.schema_version != STORE_SCHEMA_VERSION {
                 return Err(StoreError::Current(format!(
                     "unsupported store schema_version {}",

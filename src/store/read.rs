@@ -45,7 +45,7 @@ impl StoreReader {
     fn table(&self, t: Table) -> Option<(String, u64)> {
         let c = self.committed.as_ref()?;
         let v = match t {
-            Table::Runs => c.runs_version,
+            Table::Documents => c.runs_version,
             Table::Steps => c.steps_version,
             Table::ToolCalls => c.tool_calls_version,
             _ => return None,
@@ -163,10 +163,76 @@ impl StoreReader {
         resolve(batches, &objects)
     }
 
+    /// Steps in storage order, projected to `columns`, with one more text
+    /// column, `call_output_text`: the decoded text of the results given on
+    /// each step's calls themselves (the `tool_calls.result` cells). The
+    /// calls are read beside the steps in the same document and step order,
+    /// so memory holds one batch of each.
+    pub fn scan_steps_with_call_output<E: From<StoreError>>(
+        &self,
+        columns: &[&str],
+        mut each: impl FnMut(RecordBatch) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut read: Vec<&str> = columns.to_vec();
+        for k in ["storage_ordinal", "turn_ordinal"] {
+            if !read.contains(&k) {
+                read.push(k);
+            }
+        }
+        let mut calls = CallOutputs {
+            batches: self.batches_where(
+                Table::ToolCalls,
+                &["storage_ordinal", "turn_ordinal", "result"],
+                Some("result IS NOT NULL"),
+            )?,
+            current: None,
+            row: 0,
+        };
+        self.scan_each(Table::Steps, &read, |b| -> Result<(), E> {
+            let (Some(docs), Some(turns)) = (
+                b.column_by_name("storage_ordinal")
+                    .and_then(|a| a.as_primitive_opt::<Int64Type>()),
+                b.column_by_name("turn_ordinal")
+                    .and_then(|a| a.as_primitive_opt::<Int64Type>()),
+            ) else {
+                return Err(StoreError::Corrupt("steps without storage_ordinal/turn_ordinal".into()).into());
+            };
+            let mut text = arrow::array::StringBuilder::new();
+            for r in 0..b.num_rows() {
+                text.append_option(calls.take(docs.value(r), turns.value(r))?);
+            }
+            let mut fields = Vec::with_capacity(columns.len() + 1);
+            let mut arrays: Vec<arrow::array::ArrayRef> = Vec::with_capacity(columns.len() + 1);
+            for c in columns {
+                let i = b
+                    .schema()
+                    .index_of(c)
+                    .map_err(|_| StoreError::Internal(format!("store column {c} missing")))?;
+                fields.push(b.schema().field(i).clone());
+                arrays.push(b.column(i).clone());
+            }
+            fields.push(arrow::datatypes::Field::new("call_output_text", DataType::Utf8, true));
+            arrays.push(Arc::new(text.finish()));
+            let out = RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), arrays)
+                .map_err(|e| StoreError::Internal(e.to_string()))?;
+            each(out)
+        })
+    }
+
     /// Batches of `columns` of table `t`, pulled one at a time.
     fn batches(&self, t: Table, columns: &[&str]) -> Result<Batches<'_>, StoreError> {
+        self.batches_where(t, columns, None)
+    }
+
+    /// [`StoreReader::batches`] of the rows a Lance filter keeps.
+    fn batches_where(
+        &self,
+        t: Table,
+        columns: &[&str],
+        filter: Option<&str>,
+    ) -> Result<Batches<'_>, StoreError> {
         let stream = match self.table(t) {
-            Some((p, v)) => Some(runtime().block_on(scan_stream(&p, v, columns, None))?),
+            Some((p, v)) => Some(runtime().block_on(scan_stream(&p, v, columns, filter))?),
             None => None,
         };
         Ok(Batches {
@@ -191,12 +257,12 @@ impl StoreReader {
                 .collect()
         };
         let (runs_cols, steps_cols, calls_cols) =
-            (all(Table::Runs), all(Table::Steps), all(Table::ToolCalls));
+            (all(Table::Documents), all(Table::Steps), all(Table::ToolCalls));
         fn refs(v: &[String]) -> Vec<&str> {
             v.iter().map(String::as_str).collect()
         }
         let mut a = Assembly::default();
-        a.add_runs(&self.scan(Table::Runs, &refs(&runs_cols))?)?;
+        a.add_runs(&self.scan(Table::Documents, &refs(&runs_cols))?)?;
         let mut steps = self.batches(Table::Steps, &refs(&steps_cols))?;
         let mut calls = self.batches(Table::ToolCalls, &refs(&calls_cols))?;
         // A call row read but not yet attached (its document is still open).
@@ -287,12 +353,54 @@ impl Batches<'_> {
                 return Ok(None);
             };
             for r in rows(std::slice::from_ref(&b)) {
-                let (doc_id, ordinal, call) = call_of(&r)?;
-                let di = a.position(&doc_id, "tool call")?;
+                let (doc, ordinal, call) = call_of(&r)?;
+                let di = a.position(doc, "tool call")?;
                 self.ready.push_back((di, ordinal, call));
             }
         }
         Ok(self.ready.pop_front())
+    }
+}
+
+/// The `tool_calls.result` cells of a store, read in storage order and
+/// handed to the steps they belong to.
+struct CallOutputs<'a> {
+    batches: Batches<'a>,
+    current: Option<RecordBatch>,
+    row: usize,
+}
+
+impl CallOutputs<'_> {
+    /// The text of the results given on the calls of step (`document`
+    /// position, `turn`), consuming them. Calls come in the steps' order, so
+    /// a call that does not belong to this step belongs to a later one.
+    fn take(&mut self, document: i64, turn: i64) -> Result<Option<String>, StoreError> {
+        let mut out: Option<String> = None;
+        loop {
+            if self.current.as_ref().is_none_or(|b| self.row >= b.num_rows()) {
+                match self.batches.next_batch()? {
+                    Some(b) => {
+                        self.current = Some(b);
+                        self.row = 0;
+                    }
+                    None => return Ok(out),
+                }
+                continue;
+            }
+            let b = self.current.as_ref().expect("checked above");
+            let r = Row { b, i: self.row };
+            if r.int("storage_ordinal") != Some(document) || r.int("turn_ordinal") != Some(turn) {
+                return Ok(out);
+            }
+            if let Some(t) = r.text("result").as_deref().and_then(crate::table::call_output_of) {
+                let o = out.get_or_insert_with(String::new);
+                if !o.is_empty() {
+                    o.push('\n');
+                }
+                o.push_str(&t);
+            }
+            self.row += 1;
+        }
     }
 }
 
@@ -431,8 +539,8 @@ fn req<T>(v: Option<T>, what: &str) -> Result<T, StoreError> {
     v.ok_or_else(|| StoreError::Corrupt(format!("missing {what}")))
 }
 
-/// A document (without steps) from its `runs` row, with its document id.
-fn run_doc(r: &Row<'_>) -> Result<(String, Storyline), StoreError> {
+/// A document (without steps) from its `runs` row, with its position.
+fn run_doc(r: &Row<'_>) -> Result<(i64, Storyline), StoreError> {
     let mut d = Storyline::new(
         req(r.text("session_id"), "session_id")?,
         req(r.text("agent_id"), "agent_id")?,
@@ -462,12 +570,13 @@ fn run_doc(r: &Row<'_>) -> Result<(String, Storyline), StoreError> {
     d.meta = r.json("meta")?;
     d.unknown_fields = r.json("unknown_fields")?;
     d.unknown_key_counts = r.json("unknown_key_counts")?;
-    Ok((req(r.text("document_id"), "document_id")?, d))
+    d.origin_path = r.text("origin_path").filter(|p| !p.is_empty());
+    Ok((req(r.int("storage_ordinal"), "storage_ordinal")?, d))
 }
 
-/// A step from its `steps` row: (document id, turn ordinal, turn).
-fn step_turn(r: &Row<'_>) -> Result<(String, i64, Turn), StoreError> {
-    let doc_id = req(r.text("document_id"), "document_id")?;
+/// A step from its `steps` row: (document position, turn ordinal, turn).
+fn step_turn(r: &Row<'_>) -> Result<(i64, i64, Turn), StoreError> {
+    let doc = req(r.int("storage_ordinal"), "storage_ordinal")?;
     let msg = match r.text("message_kind").as_deref() {
         Some("text") => Value::String(r.text("message_value").unwrap_or_default()),
         _ => r.json("message_json")?.unwrap_or(Value::Null),
@@ -494,12 +603,13 @@ fn step_turn(r: &Row<'_>) -> Result<(String, i64, Turn), StoreError> {
     t.prompt = r.typed("prompt_json")?;
     t.finished_at = r.ts("finished_at", "finished_at_raw")?;
     let ordinal = req(r.int("turn_ordinal"), "turn_ordinal")?;
-    Ok((doc_id, ordinal, t))
+    Ok((doc, ordinal, t))
 }
 
-/// A tool call from its `tool_calls` row: (document id, turn ordinal, call).
-fn call_of(r: &Row<'_>) -> Result<(String, i64, ToolCall), StoreError> {
-    let doc_id = req(r.text("document_id"), "document_id")?;
+/// A tool call from its `tool_calls` row: (document position, turn
+/// ordinal, call).
+fn call_of(r: &Row<'_>) -> Result<(i64, i64, ToolCall), StoreError> {
+    let doc = req(r.int("storage_ordinal"), "storage_ordinal")?;
     let ordinal = req(r.int("turn_ordinal"), "turn_ordinal")?;
     let call = ToolCall {
         tcid: req(r.text("tool_call_id"), "tool_call_id")?,
@@ -511,15 +621,15 @@ fn call_of(r: &Row<'_>) -> Result<(String, i64, ToolCall), StoreError> {
         kind: r.text("kind"),
         response: r.typed("response")?,
     };
-    Ok((doc_id, ordinal, call))
+    Ok((doc, ordinal, call))
 }
 
 /// Documents being reassembled: runs rows first, then steps and calls
-/// attached by document id and turn ordinal.
+/// attached by document position (ids may repeat) and turn ordinal.
 #[derive(Default)]
 struct Assembly {
     docs: Vec<Option<Storyline>>,
-    index: HashMap<String, usize>,
+    index: HashMap<i64, usize>,
     /// Turn positions by ordinal, per document not yet handed out.
     turns: HashMap<usize, HashMap<i64, usize>>,
 }
@@ -527,18 +637,22 @@ struct Assembly {
 impl Assembly {
     fn add_runs(&mut self, batches: &[RecordBatch]) -> Result<(), StoreError> {
         for r in rows(batches) {
-            let (id, d) = run_doc(&r)?;
-            self.index.insert(id, self.docs.len());
+            let (ordinal, d) = run_doc(&r)?;
+            if self.index.insert(ordinal, self.docs.len()).is_some() {
+                return Err(StoreError::Corrupt(format!(
+                    "two documents at position {ordinal}"
+                )));
+            }
             self.docs.push(Some(d));
         }
         Ok(())
     }
 
-    fn position(&self, doc_id: &str, what: &str) -> Result<usize, StoreError> {
+    fn position(&self, doc: i64, what: &str) -> Result<usize, StoreError> {
         self.index
-            .get(doc_id)
+            .get(&doc)
             .copied()
-            .ok_or_else(|| StoreError::Corrupt(format!("{what} of unknown document {doc_id}")))
+            .ok_or_else(|| StoreError::Corrupt(format!("{what} of no document (position {doc})")))
     }
 
     fn doc(&mut self, di: usize) -> Result<&mut Storyline, StoreError> {
@@ -549,8 +663,8 @@ impl Assembly {
 
     /// Attach a step; returns its document's position.
     fn add_step(&mut self, r: &Row<'_>) -> Result<usize, StoreError> {
-        let (doc_id, ordinal, t) = step_turn(r)?;
-        let di = self.position(&doc_id, "step")?;
+        let (doc, ordinal, t) = step_turn(r)?;
+        let di = self.position(doc, "step")?;
         let d = self.doc(di)?;
         let at = d.turns.len();
         d.turns.push(t);

@@ -1,5 +1,7 @@
-//! Arrow schemas of the store tables: the logical table columns without
-//! `source_path` (a store is one Source), and the objects table.
+//! Arrow schemas of the store tables: the per-document `documents` table
+//! (`runs.lance`, one row per Storyline document as in the public layout),
+//! `steps` and `tool_calls`, each without `source_path` (a store is one
+//! Source), and the objects table.
 
 use std::sync::Arc;
 
@@ -8,15 +10,15 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use crate::table::Table;
 
 /// The tables a store holds.
-pub const STORE_TABLES: [Table; 3] = [Table::Runs, Table::Steps, Table::ToolCalls];
+pub const STORE_TABLES: [Table; 3] = [Table::Documents, Table::Steps, Table::ToolCalls];
 
 /// Directory name of a table inside a generation.
 pub fn dir_name(t: Table) -> &'static str {
     match t {
-        Table::Runs => "runs.lance",
+        Table::Documents => "runs.lance",
         Table::Steps => "steps.lance",
         Table::ToolCalls => "tool_calls.lance",
-        Table::Trajectories | Table::Judgments => "derived",
+        Table::Runs | Table::Trajectories | Table::Judgments => "derived",
     }
 }
 

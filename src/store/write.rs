@@ -36,8 +36,6 @@ pub struct WriteSummary {
     pub tool_calls: u64,
     /// Large cells stored as objects.
     pub objects: u64,
-    /// Documents whose id collided with an earlier one: (old id, new id).
-    pub renamed_ids: Vec<(String, String)>,
     /// The generation committed.
     pub generation: String,
 }
@@ -56,7 +54,6 @@ pub struct StoreWriter {
     objects: ObjectSink,
     sent: [bool; 4],
     ordinal: usize,
-    doc_ids: HashSet<String>,
     summary: WriteSummary,
 }
 
@@ -143,7 +140,6 @@ impl StoreWriter {
             objects: ObjectSink::default(),
             sent: [false; 4],
             ordinal: 0,
-            doc_ids: HashSet::new(),
             summary: WriteSummary::default(),
         })
     }
@@ -180,23 +176,10 @@ impl StoreWriter {
         }
     }
 
-    /// Add one document. A document id already written gets a `#N` suffix
-    /// (reported in the summary).
-    pub fn push(&mut self, mut doc: Storyline) -> Result<(), StoreError> {
-        let id = doc.document_id().to_string();
-        if !self.doc_ids.insert(id.clone()) {
-            let mut n = 2;
-            let new = loop {
-                let candidate = format!("{id}#{n}");
-                if !self.doc_ids.contains(&candidate) {
-                    break candidate;
-                }
-                n += 1;
-            };
-            self.doc_ids.insert(new.clone());
-            doc.trajectory = Some(new.clone());
-            self.summary.renamed_ids.push((id, new));
-        }
+    /// Add one document. Its ids are kept as given: documents are told
+    /// apart by their position (`storage_ordinal`), so ids may repeat (two
+    /// files of one import may hold the same session).
+    pub fn push(&mut self, doc: Storyline) -> Result<(), StoreError> {
         self.summary.trajectories += 1;
         self.summary.steps += doc.turns.len() as u64;
         self.summary.tool_calls += doc.tool_call_count() as u64;
@@ -303,8 +286,8 @@ impl Drop for WriteLock {
 /// Columns that get a scalar index, per table.
 fn indexed(t: Table) -> &'static [&'static str] {
     match t {
-        Table::Runs => &["document_id", "session_id", "run_id"],
-        Table::Steps => &["document_id", "session_id"],
+        Table::Documents => &["document_id", "session_id", "run_id"],
+        Table::Steps => &["document_id", "session_id", "storage_ordinal"],
         Table::ToolCalls => &["document_id", "tool_call_id", "function_name"],
         _ => &[],
     }

@@ -124,12 +124,18 @@ impl ColBuilder {
     }
 }
 
+/// A text column computed beside a relation's own columns for an internal
+/// reader, not part of the relation (the full-text index takes the text of
+/// results given on a step's calls this way).
+pub(crate) type ExtraText = for<'a> fn(&RowCtx<'a>) -> Option<String>;
+
 /// Builds record batches of one table from Storyline documents.
 pub struct TableBuilder {
     table: Table,
     projection: Vec<usize>,
     schema: SchemaRef,
     cols: Vec<ColBuilder>,
+    extra: Option<(ExtraText, StringBuilder)>,
     rows: usize,
 }
 
@@ -155,8 +161,19 @@ impl TableBuilder {
             projection,
             schema: Arc::new(Schema::new(fields)),
             cols,
+            extra: None,
             rows: 0,
         }
+    }
+
+    /// Add a nullable text column `name` after the projected ones, computed
+    /// by `get` for every row.
+    pub(crate) fn with_extra(mut self, name: &str, get: ExtraText) -> Self {
+        let mut fields: Vec<Field> = self.schema.fields().iter().map(|f| (**f).clone()).collect();
+        fields.push(Field::new(name, arrow::datatypes::DataType::Utf8, true));
+        self.schema = Arc::new(Schema::new(fields));
+        self.extra = Some((get, StringBuilder::new()));
+        self
     }
 
     /// The output schema.
@@ -180,10 +197,14 @@ impl TableBuilder {
             let c = &all[i];
             b.push((c.get)(ctx), c.nullable);
         }
+        if let Some((get, b)) = &mut self.extra {
+            b.append_option(get(ctx));
+        }
         self.rows += 1;
     }
 
-    /// Add the rows one document contributes to this table.
+    /// Add the rows one document contributes to this table (none to
+    /// `runs`, which [`crate::table::group_runs`] builds).
     pub fn push_document(&mut self, source_path: &str, doc: &Storyline, doc_ordinal: usize) {
         let mut ctx = RowCtx {
             source_path,
@@ -193,7 +214,9 @@ impl TableBuilder {
             call_index: 0,
         };
         match self.table {
-            Table::Runs | Table::Trajectories => self.push_row(&ctx),
+            Table::Trajectories | Table::Documents => self.push_row(&ctx),
+            // Runs are grouped from `trajectories` rows (`group_runs`).
+            Table::Runs => {}
             Table::Judgments => {
                 if doc.task.as_ref().is_some_and(|t| t.result.is_some()) {
                     self.push_row(&ctx);
@@ -219,7 +242,10 @@ impl TableBuilder {
 
     /// Take the buffered rows as a batch.
     pub fn finish(&mut self) -> RecordBatch {
-        let arrays: Vec<ArrayRef> = self.cols.iter_mut().map(ColBuilder::finish).collect();
+        let mut arrays: Vec<ArrayRef> = self.cols.iter_mut().map(ColBuilder::finish).collect();
+        if let Some((_, b)) = &mut self.extra {
+            arrays.push(Arc::new(b.finish()));
+        }
         let options = RecordBatchOptions::new().with_row_count(Some(self.rows));
         self.rows = 0;
         RecordBatch::try_new_with_options(self.schema.clone(), arrays, &options)

@@ -207,24 +207,35 @@ pub(crate) fn model_of(doc: &Storyline) -> Option<&str> {
         .or_else(|| doc.turns.iter().find_map(|t| t.model.as_deref()))
 }
 
-pub(crate) fn first_ts(r: &RowCtx<'_>) -> Cell<'static> {
-    let v = r
-        .doc
-        .started_at
-        .as_ref()
-        .or_else(|| r.doc.turns.iter().find_map(|t| t.ts.as_ref()));
-    Cell::ts(v)
+fn first_step_time(doc: &Storyline) -> Option<&Value> {
+    doc.turns.iter().find_map(|t| t.ts.as_ref())
 }
 
+fn last_step_time(doc: &Storyline) -> Option<&Value> {
+    doc.turns
+        .iter()
+        .rev()
+        .find_map(|t| t.finished_at.as_ref().or(t.ts.as_ref()))
+}
+
+/// The document's start, else its first step's.
+pub(crate) fn first_ts(r: &RowCtx<'_>) -> Cell<'static> {
+    Cell::ts(r.doc.started_at.as_ref().or_else(|| first_step_time(r.doc)))
+}
+
+/// The document's end, else its last step's.
 pub(crate) fn last_ts(r: &RowCtx<'_>) -> Cell<'static> {
-    let v = r.doc.finished_at.as_ref().or_else(|| {
-        r.doc
-            .turns
-            .iter()
-            .rev()
-            .find_map(|t| t.finished_at.as_ref().or(t.ts.as_ref()))
-    });
-    Cell::ts(v)
+    Cell::ts(r.doc.finished_at.as_ref().or_else(|| last_step_time(r.doc)))
+}
+
+/// The time of the first step that has one.
+pub(crate) fn first_step_ts(r: &RowCtx<'_>) -> Cell<'static> {
+    Cell::ts(first_step_time(r.doc))
+}
+
+/// The end (else time) of the last step that has one.
+pub(crate) fn last_step_ts(r: &RowCtx<'_>) -> Cell<'static> {
+    Cell::ts(last_step_time(r.doc))
 }
 
 pub(crate) fn first_user<'a>(r: &RowCtx<'a>) -> Cell<'a> {
@@ -265,6 +276,29 @@ pub(crate) fn call_results_text(r: &RowCtx<'_>) -> Cell<'static> {
     let c = r.call();
     text::call_results_text(c.result.as_ref(), linked_results(r))
         .map_or(Cell::Null, |t| Cell::Str(Cow::Owned(t)))
+}
+
+/// The decoded text of results given on the step's calls themselves (ACTF
+/// `aggregated_output`, a Storyline call's `result`), one call after
+/// another; results in the observation are not repeated here.
+pub(crate) fn step_call_output(r: &RowCtx<'_>) -> Option<String> {
+    let calls = r.turn().tool_calls.as_ref()?;
+    let mut out = String::new();
+    for c in calls {
+        if let Some(t) = text::call_results_text(c.result.as_ref(), []) {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(&t);
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// [`step_call_output`] for one stored `tool_calls.result` cell.
+pub(crate) fn call_output_of(raw: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(raw).ok()?;
+    text::call_results_text(Some(&v), [])
 }
 
 /// [`observation_text`] from the stored JSON text of `observation`.

@@ -90,7 +90,8 @@ pub fn route(ctx: &mut Ctx<'_>) -> Result<Reply, Error> {
             match rest {
                 [] => dataset_detail(ctx, mount),
                 ["sources"] => sources(mount),
-                ["runs"] => runs(ctx, &cat, mount),
+                ["runs"] => list(ctx, &cat, mount, Listing::Runs),
+                ["trajectories"] => list(ctx, &cat, mount, Listing::Trajectories),
                 ["summary"] => summary(ctx, &cat, mount),
                 ["find"] => find(ctx, &cat, mount),
                 ["media"] => super::media::serve(ctx, mount),
@@ -279,10 +280,12 @@ fn timeout_error(ctx: &Ctx<'_>, e: SqlError) -> Error {
 
 // ---------------------------------------------------------------- runs
 
-/// Columns of the runs list (from the `trajectories` relation).
-const RUN_COLUMNS: [&str; 19] = [
+/// Columns of the trajectories list (the `trajectories` relation).
+const TRAJECTORY_COLUMNS: [&str; 21] = [
     "source_path",
+    "origin_path",
     "document_id",
+    "storage_ordinal",
     "run_id",
     "session_id",
     "parent_document_id",
@@ -302,67 +305,122 @@ const RUN_COLUMNS: [&str; 19] = [
     "agent_id",
 ];
 
-/// Every run row of a mount (cached per Catalog generation).
-fn all_runs(ctx: &Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Arc<Vec<Value>>, Error> {
+/// Columns of the runs list (the `runs` relation).
+const RUN_COLUMNS: [&str; 19] = [
+    "source_path",
+    "origin_path",
+    "run_id",
+    "root_document_id",
+    "session_id",
+    "agent_name",
+    "model_name",
+    "format",
+    "trajectory_count",
+    "subagent_count",
+    "step_count",
+    "tool_call_count",
+    "started_at",
+    "finished_at",
+    "total_prompt_tokens",
+    "total_completion_tokens",
+    "total_cost_usd",
+    "first_user_message",
+    "storage_ordinal",
+];
+
+/// A list the explorer pages through: the Runs or the trajectories of a
+/// mount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listing {
+    Runs,
+    Trajectories,
+}
+
+impl Listing {
+    fn table(self) -> Table {
+        match self {
+            Listing::Runs => Table::Runs,
+            Listing::Trajectories => Table::Trajectories,
+        }
+    }
+
+    fn columns(self) -> &'static [&'static str] {
+        match self {
+            Listing::Runs => &RUN_COLUMNS,
+            Listing::Trajectories => &TRAJECTORY_COLUMNS,
+        }
+    }
+
+    /// The key of the list in the reply, and of its cache entry.
+    fn name(self) -> &'static str {
+        match self {
+            Listing::Runs => "runs",
+            Listing::Trajectories => "trajectories",
+        }
+    }
+
+    /// Columns the `q` parameter searches.
+    fn searched(self) -> &'static [&'static str] {
+        match self {
+            Listing::Runs => &[
+                "root_document_id",
+                "run_id",
+                "session_id",
+                "agent_name",
+                "model_name",
+                "source_path",
+                "origin_path",
+                "first_user_message",
+            ],
+            Listing::Trajectories => &[
+                "document_id",
+                "run_id",
+                "session_id",
+                "agent_name",
+                "model_name",
+                "source_path",
+                "origin_path",
+                "first_user_message",
+            ],
+        }
+    }
+}
+
+/// Every row of a listing of a mount (cached per Catalog generation).
+fn all_rows(
+    ctx: &Ctx<'_>,
+    cat: &Catalog,
+    m: &Mount,
+    listing: Listing,
+) -> Result<Arc<Vec<Value>>, Error> {
     let key = DocKey {
         generation: cat.generation,
         dataset: m.name.clone(),
         source: String::new(),
-        document: "\0runs".into(),
+        document: format!("\0{}", listing.name()),
     };
     if let Some(CacheEntry::Rows(v)) = ctx.state.docs.get(&key) {
         return Ok(v);
     }
     let check = check_cb(ctx);
-    let is_store =
-        |s: &crate::catalog::Source| s.format == crate::formats::SourceFormat::StorylineLance;
-    // Files: the `trajectories` relation. Stores: their `runs` table, read
-    // natively (the trajectory summary would rebuild every document); the
-    // columns it lacks are null.
-    let mut batches = cat
+    let batches = cat
         .mounts
         .scan_sources(
             &m.name,
-            Table::Trajectories,
-            &RUN_COLUMNS,
-            &|s| !is_store(s),
+            listing.table(),
+            listing.columns(),
+            &|_| true,
             &|b| Ok(b),
             &check,
         )
         .map_err(|e| timeout_error(ctx, e))?;
-    if m.snapshot.sources.iter().any(is_store) {
-        let cols: Vec<&str> = RUN_COLUMNS
-            .iter()
-            .map(|c| {
-                if *c == "model_name" {
-                    "agent_model_name"
-                } else {
-                    *c
-                }
-            })
-            .filter(|c| Table::Runs.columns().iter().any(|x| x.name == *c))
-            .collect();
-        batches.extend(
-            cat.mounts
-                .scan_sources(&m.name, Table::Runs, &cols, &is_store, &|b| Ok(b), &check)
-                .map_err(|e| timeout_error(ctx, e))?,
-        );
-    }
     let mut rows = Vec::new();
     let mut bytes = 0usize;
     for b in &batches {
         bytes += b.get_array_memory_size();
         for mut r in rows_json(b) {
-            if let Value::Object(o) = &mut r {
-                if let Some(v) = o.remove("agent_model_name") {
-                    o.insert("model_name".into(), v);
-                }
-                for c in RUN_COLUMNS {
-                    o.entry(c).or_insert(Value::Null);
-                }
-                if let Some(Value::String(s)) = o.get_mut("first_user_message") {
-                    truncate_chars(s, 300);
-                }
+            if let Some(Value::String(s)) = r.get_mut("first_user_message") {
+                truncate_chars(s, 300);
             }
             rows.push(r);
         }
@@ -372,6 +430,11 @@ fn all_runs(ctx: &Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Arc<Vec<Value>>, 
         .docs
         .put(key, CacheEntry::Rows(Arc::clone(&rows)), bytes);
     Ok(rows)
+}
+
+/// Every trajectory row of a mount.
+fn all_trajectories(ctx: &Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Arc<Vec<Value>>, Error> {
+    all_rows(ctx, cat, m, Listing::Trajectories)
 }
 
 fn truncate_chars(s: &mut String, n: usize) -> bool {
@@ -384,15 +447,18 @@ fn truncate_chars(s: &mut String, n: usize) -> bool {
     }
 }
 
-fn runs(ctx: &Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply, Error> {
+/// A page of a listing, sorted, filtered by equality on a few columns and
+/// by a case-insensitive substring (`q`).
+fn list(ctx: &Ctx<'_>, cat: &Catalog, m: &Mount, listing: Listing) -> Result<Reply, Error> {
+    let columns = listing.columns();
     let limits = ctx.state.config.limits;
     let offset = param_usize(ctx, "offset", 0, usize::MAX)?;
     let limit = param_usize(ctx, "limit", 50, limits.max_page_size)?.max(1);
     let sort = ctx.param("sort").unwrap_or("source_path");
-    if !RUN_COLUMNS.contains(&sort) {
+    if !columns.contains(&sort) {
         return Err(bad(format!(
             "`sort` must be one of: {}",
-            RUN_COLUMNS.join(", ")
+            columns.join(", ")
         )));
     }
     let desc = match ctx.param("order").unwrap_or("asc") {
@@ -400,8 +466,8 @@ fn runs(ctx: &Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply, Error> {
         "desc" => true,
         _ => return Err(bad("`order` must be asc or desc")),
     };
-    let all = all_runs(ctx, cat, m)?;
-    let order = sorted_order(ctx, cat, m, &all, sort, desc);
+    let all = all_rows(ctx, cat, m, listing)?;
+    let order = sorted_order(ctx, cat, m, listing, &all, sort, desc);
     let eq_filters: Vec<(&str, &str)> = [
         "agent_name",
         "model_name",
@@ -409,6 +475,7 @@ fn runs(ctx: &Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply, Error> {
         "format",
         "session_id",
         "run_id",
+        "origin_path",
     ]
     .into_iter()
     .filter_map(|k| ctx.param(k).filter(|v| !v.is_empty()).map(|v| (k, v)))
@@ -422,17 +489,7 @@ fn runs(ctx: &Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply, Error> {
             .iter()
             .all(|(k, v)| r.get(*k).and_then(Value::as_str) == Some(*v))
             && q.as_ref().is_none_or(|q| {
-                [
-                    "document_id",
-                    "run_id",
-                    "session_id",
-                    "agent_name",
-                    "model_name",
-                    "source_path",
-                    "first_user_message",
-                ]
-                .iter()
-                .any(|k| {
+                listing.searched().iter().any(|k| {
                     r.get(*k)
                         .and_then(Value::as_str)
                         .is_some_and(|s| s.to_lowercase().contains(q.as_str()))
@@ -462,7 +519,7 @@ fn runs(ctx: &Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply, Error> {
     };
     ctx.check()?;
     let next = (offset + page.len() < total).then_some(offset + page.len());
-    Ok(Reply::json(&json!({
+    let mut reply = json!({
         "dataset": m.name,
         "snapshot_id": m.snapshot.snapshot_id,
         "offset": offset,
@@ -471,16 +528,18 @@ fn runs(ctx: &Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply, Error> {
         "next_offset": next,
         "sort": sort,
         "order": if desc { "desc" } else { "asc" },
-        "runs": page,
-    })))
+    });
+    reply[listing.name()] = json!(page);
+    Ok(Reply::json(&reply))
 }
 
-/// Row positions of `all` sorted by `sort` (ties by Source and document),
+/// Row positions of `all` sorted by `sort` (ties by Source and position),
 /// cached per Catalog generation.
 fn sorted_order(
     ctx: &Ctx<'_>,
     cat: &Catalog,
     m: &Mount,
+    listing: Listing,
     all: &[Value],
     sort: &str,
     desc: bool,
@@ -489,7 +548,7 @@ fn sorted_order(
         generation: cat.generation,
         dataset: m.name.clone(),
         source: String::new(),
-        document: format!("\0order:{sort}:{desc}"),
+        document: format!("\0order:{}:{sort}:{desc}", listing.name()),
     };
     if let Some(CacheEntry::Order(o)) = ctx.state.docs.get(&key) {
         // The runs list may have been rebuilt (evicted, then read again).
@@ -503,7 +562,7 @@ fn sorted_order(
         let o = cmp_json(&a[sort], &b[sort]);
         let o = if desc { o.reverse() } else { o };
         o.then_with(|| cmp_json(&a["source_path"], &b["source_path"]))
-            .then_with(|| cmp_json(&a["document_id"], &b["document_id"]))
+            .then_with(|| cmp_json(&a["storage_ordinal"], &b["storage_ordinal"]))
     });
     let order = Arc::new(order);
     let bytes = order.len() * 4;
@@ -552,8 +611,9 @@ impl Doc {
 }
 
 /// Columns of steps read for the explorer.
-const STEP_COLUMNS: [&str; 27] = [
+const STEP_COLUMNS: [&str; 28] = [
     "document_id",
+    "storage_ordinal",
     "step_id",
     "turn_ordinal",
     "timestamp",
@@ -582,8 +642,9 @@ const STEP_COLUMNS: [&str; 27] = [
     "llm_call_count",
 ];
 
-const CALL_COLUMNS: [&str; 13] = [
+const CALL_COLUMNS: [&str; 14] = [
     "document_id",
+    "storage_ordinal",
     "step_id",
     "call_index",
     "tool_call_id",
@@ -598,7 +659,9 @@ const CALL_COLUMNS: [&str; 13] = [
     "kind",
 ];
 
-/// Rows of `table` in Source `source` whose `document_id` is in `docs`.
+/// Rows of `table` in Source `source` of the documents at the positions
+/// `docs` (`storage_ordinal`; ids may repeat within a Source). `cols` must
+/// include `storage_ordinal`.
 fn rows_for_docs(
     ctx: &Ctx<'_>,
     cat: &Catalog,
@@ -606,29 +669,26 @@ fn rows_for_docs(
     table: Table,
     cols: &[&str],
     source: &str,
-    docs: &HashSet<String>,
+    docs: &HashSet<i64>,
 ) -> Result<Vec<RecordBatch>, Error> {
     let check = check_cb(ctx);
     let post = |b: RecordBatch| -> Result<RecordBatch, SqlError> {
-        let ids = b
-            .column_by_name("document_id")
-            .map(|c| c.as_string::<i32>().clone())
-            .ok_or_else(|| SqlError::Internal("document_id missing".into()))?;
+        let at = b
+            .column_by_name("storage_ordinal")
+            .map(|c| c.as_primitive::<arrow::datatypes::Int64Type>().clone())
+            .ok_or_else(|| SqlError::Internal("storage_ordinal missing".into()))?;
         let mask: arrow::array::BooleanArray = (0..b.num_rows())
-            .map(|i| Some(!ids.is_null(i) && docs.contains(ids.value(i))))
+            .map(|i| Some(!at.is_null(i) && docs.contains(&at.value(i))))
             .collect();
         arrow::compute::filter_record_batch(&b, &mask)
             .map_err(|e| SqlError::Internal(e.to_string()))
     };
     // Stores decode only the rows of these documents.
-    let mut ids: Vec<&String> = docs.iter().collect();
-    ids.sort();
+    let mut at: Vec<i64> = docs.iter().copied().collect();
+    at.sort_unstable();
     let filter = format!(
-        "document_id IN ({})",
-        ids.iter()
-            .map(|d| format!("'{}'", d.replace('\'', "''")))
-            .collect::<Vec<_>>()
-            .join(", ")
+        "storage_ordinal IN ({})",
+        at.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
     );
     cat.mounts
         .scan_sources_where(
@@ -643,16 +703,25 @@ fn rows_for_docs(
         .map_err(|e| timeout_error(ctx, e))
 }
 
-/// Resolve the Source of `doc`: the `source` parameter, or the only Source
-/// whose runs carry that document id.
+/// Resolve the document `doc`: its Source (the `source` parameter, or the
+/// only Source holding that document id) and its position there (the
+/// `ordinal` parameter, or the only document of that id in the Source).
+/// Returns the Source path and the document's `trajectories` row.
 fn locate(
     ctx: &mut Ctx<'_>,
     cat: &Catalog,
     m: &Mount,
     doc: &str,
 ) -> Result<(String, Value), Error> {
-    let all = all_runs(ctx, cat, m)?;
+    let all = all_trajectories(ctx, cat, m)?;
     let want_source = ctx.param("source").map(str::to_string);
+    let want_ordinal = match ctx.param("ordinal") {
+        None | Some("") => None,
+        Some(v) => Some(
+            v.parse::<i64>()
+                .map_err(|_| bad("`ordinal` must be an integer"))?,
+        ),
+    };
     let matches: Vec<&Value> = all
         .iter()
         .filter(|r| r["document_id"].as_str() == Some(doc))
@@ -661,6 +730,7 @@ fn locate(
                 .as_deref()
                 .is_none_or(|s| r["source_path"].as_str() == Some(s))
         })
+        .filter(|r| want_ordinal.is_none_or(|o| r["storage_ordinal"].as_i64() == Some(o)))
         .collect();
     match matches.as_slice() {
         [] => {
@@ -675,26 +745,32 @@ fn locate(
             Ok((src, (*one).clone()))
         }
         many => {
+            // Several documents with this id: in several Sources (name the
+            // Source), or in one (a store of several files: name the
+            // position). Never pick one silently.
             let mut sources: Vec<&str> = many
                 .iter()
                 .filter_map(|r| r["source_path"].as_str())
                 .collect();
             sources.dedup();
-            if sources.len() == 1 {
-                // One Source repeating a document id: the first one answers.
-                let src = sources[0].to_string();
-                ctx.source_path = Some(src.clone());
-                return Ok((src, many[0].clone()));
-            }
+            let places: Vec<String> = if sources.len() == 1 {
+                ctx.source_path = Some(sources[0].to_string());
+                many.iter()
+                    .map(|r| {
+                        format!(
+                            "ordinal {} ({})",
+                            r["storage_ordinal"],
+                            r["origin_path"].as_str().unwrap_or_default()
+                        )
+                    })
+                    .collect()
+            } else {
+                sources.iter().map(|s| (*s).to_string()).collect()
+            };
             Err(WebError::Ambiguous {
                 document_id: crate::util::text::escape_control(doc).into_owned(),
-                count: sources.len(),
-                sources: sources
-                    .iter()
-                    .take(5)
-                    .copied()
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                count: places.len(),
+                sources: places.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
             }
             .into())
         }
@@ -708,7 +784,7 @@ fn read_doc_tables(
     cat: &Catalog,
     m: &Mount,
     source: &str,
-    doc: &str,
+    doc: i64,
 ) -> Result<(RecordBatch, RecordBatch), Error> {
     let concat =
         |table: Table, cols: &[&str], batches: Vec<RecordBatch>| -> Result<RecordBatch, Error> {
@@ -729,7 +805,7 @@ fn read_doc_tables(
         .find(|s| s.source_path == source)
         .ok_or_else(|| not_found("source"))?;
     if src.format == crate::formats::SourceFormat::StorylineLance {
-        let want: HashSet<String> = std::iter::once(doc.to_string()).collect();
+        let want: HashSet<i64> = std::iter::once(doc).collect();
         let steps = rows_for_docs(ctx, cat, m, Table::Steps, &STEP_COLUMNS, source, &want)?;
         let calls = rows_for_docs(ctx, cat, m, Table::ToolCalls, &CALL_COLUMNS, source, &want)?;
         return Ok((
@@ -744,7 +820,7 @@ fn read_doc_tables(
     let mut ordinal = 0usize;
     let opts = crate::formats::DecodeOptions::full(ctx.state.config.limits.max_document_bytes);
     let r = crate::catalog::read::read_source(src, opts, &mut |d| {
-        if d.document_id() == doc {
+        if ordinal as i64 == doc {
             steps.push_document(source, d, ordinal);
             calls.push_document(source, d, ordinal);
         }
@@ -773,16 +849,17 @@ fn column_indices(table: Table, names: &[&str]) -> Result<Vec<usize>, Error> {
 
 fn load_doc(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount, doc: &str) -> Result<Arc<Doc>, Error> {
     let (source, summary) = locate(ctx, cat, m, doc)?;
+    let ordinal = summary["storage_ordinal"].as_i64().unwrap_or(-1);
     let key = DocKey {
         generation: cat.generation,
         dataset: m.name.clone(),
         source: source.clone(),
-        document: doc.to_string(),
+        document: format!("{doc}\0{ordinal}"),
     };
     if let Some(CacheEntry::Doc(d)) = ctx.state.docs.get(&key) {
         return Ok(d);
     }
-    let (steps, calls) = read_doc_tables(ctx, cat, m, &source, doc)?;
+    let (steps, calls) = read_doc_tables(ctx, cat, m, &source, ordinal)?;
     let bytes = steps.get_array_memory_size() + calls.get_array_memory_size();
     let mut calls_by_step: HashMap<i64, Vec<usize>> = HashMap::new();
     if let Some(ids) = calls.column_by_name("step_id") {
@@ -792,16 +869,19 @@ fn load_doc(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount, doc: &str) -> Result<Ar
             calls_by_step.entry(id).or_default().push(r);
         }
     }
-    let all = all_runs(ctx, cat, m)?;
+    // Subagents: documents naming this one as parent, read from the same file.
+    let all = all_trajectories(ctx, cat, m)?;
     let children: Vec<Value> = all
         .iter()
         .filter(|r| {
             r["parent_document_id"].as_str() == Some(doc)
                 && r["source_path"].as_str() == Some(source.as_str())
+                && r["origin_path"] == summary["origin_path"]
         })
         .map(|r| {
             json!({
                 "document_id": r["document_id"],
+                "storage_ordinal": r["storage_ordinal"],
                 "agent_name": r["agent_name"],
                 "step_count": r["step_count"],
                 "source_path": r["source_path"],
@@ -852,7 +932,10 @@ fn step_json(d: &Doc, index: usize, limit: Option<usize>) -> Value {
         .map(|c| c["tool_call_id"].as_str().unwrap_or_default().to_string())
         .collect();
     let (by_call, unlinked) = super::output::split_results(s["observation"].as_str(), &ids, limit);
-    for (c, (_, out)) in calls.iter_mut().zip(by_call) {
+    for (c, (id, mut out)) in calls.iter_mut().zip(by_call) {
+        if let Some(own) = c.get("result").and_then(|r| super::output::own_result(r, &id, limit)) {
+            out.insert(0, own);
+        }
         c["output"] = Value::Array(out);
     }
     let message_media = crate::formats::text::media(&s["message_json"]);
@@ -972,7 +1055,8 @@ fn export(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount, doc: &str) -> Result<Repl
             )))
         }
     };
-    let (source, _) = locate(ctx, cat, m, doc)?;
+    let (source, row) = locate(ctx, cat, m, doc)?;
+    let want = row["storage_ordinal"].as_i64().unwrap_or(-1);
     let src = m
         .snapshot
         .sources
@@ -980,11 +1064,13 @@ fn export(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount, doc: &str) -> Result<Repl
         .find(|s| s.source_path == source)
         .ok_or_else(|| not_found("source"))?;
     let mut docs = Vec::new();
+    let mut ordinal = 0i64;
     let opts = crate::formats::DecodeOptions::full(ctx.state.config.limits.max_document_bytes);
     let r = crate::catalog::read::read_source(src, opts, &mut |d| {
-        if d.document_id() == doc {
+        if ordinal == want {
             docs.push(d.clone());
         }
+        ordinal += 1;
     });
     match r {
         Ok(_) => {}
@@ -1132,7 +1218,12 @@ fn find(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply, Error> {
     let truncated = outcome.hits.total > outcome.hits.hits.len() as u64;
     let mut hits: Vec<Value> = Vec::with_capacity(outcome.hits.hits.len());
     for h in &outcome.hits.hits {
-        hits.push(serde_json::to_value(h).map_err(|e| Error::Internal(e.to_string()))?);
+        let mut v = serde_json::to_value(h).map_err(|e| Error::Internal(e.to_string()))?;
+        // The explorer opens the document at its position (ids may repeat).
+        if let Some(o) = h.storage_ordinal {
+            v["storage_ordinal"] = json!(o);
+        }
+        hits.push(v);
     }
     if with_fields && sc == scope::Scope::Steps {
         attach_fields(ctx, cat, m, &outcome.hits.hits, &mut hits)?;
@@ -1180,16 +1271,18 @@ fn attach_fields(
     hits: &[crate::find::exec::Hit],
     out: &mut [Value],
 ) -> Result<(), Error> {
-    let mut by_source: BTreeMap<&str, HashSet<String>> = BTreeMap::new();
+    let mut by_source: BTreeMap<&str, HashSet<i64>> = BTreeMap::new();
     for h in hits {
-        by_source
-            .entry(h.source_path.as_str())
-            .or_default()
-            .insert(h.document_id.clone());
+        if let Some(o) = h.storage_ordinal {
+            by_source
+                .entry(h.source_path.as_str())
+                .or_default()
+                .insert(o as i64);
+        }
     }
-    let mut found: HashMap<(String, String, i64), (Value, usize)> = HashMap::new();
+    let mut found: HashMap<(String, i64, i64), (Value, usize)> = HashMap::new();
     let cols = [
-        "document_id",
+        "storage_ordinal",
         "step_id",
         "message_value",
         "reasoning_content",
@@ -1198,11 +1291,11 @@ fn attach_fields(
     ];
     for (source, docs) in by_source {
         let batches = rows_for_docs(ctx, cat, m, Table::Steps, &cols, source, &docs)?;
-        let mut pos: HashMap<String, usize> = HashMap::new();
+        let mut pos: HashMap<i64, usize> = HashMap::new();
         for b in &batches {
             for r in rows_json(b) {
-                let doc = r["document_id"].as_str().unwrap_or_default().to_string();
-                let n = pos.entry(doc.clone()).or_insert(0);
+                let doc = r["storage_ordinal"].as_i64().unwrap_or(-1);
+                let n = pos.entry(doc).or_insert(0);
                 let step = r["step_id"].as_i64().unwrap_or(-1);
                 found.insert((source.to_string(), doc, step), (r, *n));
                 *n += 1;
@@ -1210,11 +1303,13 @@ fn attach_fields(
         }
     }
     for (h, v) in hits.iter().zip(out.iter_mut()) {
-        let Some(step) = h.step_id else { continue };
-        if let Some((r, index)) = found.get(&(h.source_path.clone(), h.document_id.clone(), step)) {
+        let (Some(step), Some(doc)) = (h.step_id, h.storage_ordinal) else {
+            continue;
+        };
+        if let Some((r, index)) = found.get(&(h.source_path.clone(), doc as i64, step)) {
             let mut fields = r.clone();
             if let Value::Object(o) = &mut fields {
-                o.remove("document_id");
+                o.remove("storage_ordinal");
                 o.remove("step_id");
             }
             v["fields"] = fields;

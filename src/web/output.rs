@@ -9,11 +9,29 @@
 
 use serde_json::{json, Value};
 
-use crate::formats::text::{media, result_link, result_text};
+use crate::formats::text::{call_results_text, media, result_link, result_text};
 
 /// One observation result for the explorer.
 fn entry(r: &Value, limit: Option<usize>) -> Value {
-    let text = result_text(r);
+    text_entry(result_text(r), result_link(r), media(r), limit)
+}
+
+/// The result given on a call itself (an ACTF command's
+/// `aggregated_output`, a Storyline call's `result`), shown like the
+/// observation results that answer the call, before them.
+pub fn own_result(result: &Value, call_id: &str, limit: Option<usize>) -> Option<Value> {
+    let text = call_results_text(Some(result), [])?;
+    let mut e = text_entry(text, Some(call_id), media(result), limit);
+    e["given_on_call"] = json!(true);
+    Some(e)
+}
+
+fn text_entry(
+    text: String,
+    call_id: Option<&str>,
+    media: Vec<crate::formats::text::Media>,
+    limit: Option<usize>,
+) -> Value {
     let lines = if text.is_empty() {
         0
     } else {
@@ -21,10 +39,10 @@ fn entry(r: &Value, limit: Option<usize>) -> Value {
     };
     let chars = text.chars().count();
     let mut v = json!({
-        "call_id": result_link(r),
+        "call_id": call_id,
         "lines": lines,
         "chars": chars,
-        "media": media(r),
+        "media": media,
     });
     match limit {
         Some(n) if chars > n => {
@@ -94,6 +112,16 @@ mod tests {
         assert!(by_call[1].1.is_empty());
         assert_eq!(unlinked.len(), 2);
         assert_eq!(unlinked[1]["text"], "orphan");
+    }
+
+    #[test]
+    fn a_result_given_on_the_call_is_decoded_text() {
+        let e = own_result(&json!("\u001b[32mok\u001b[0m\nline 2\n"), "c1", None).unwrap();
+        assert_eq!(e["text"], "\u{1b}[32mok\u{1b}[0m\nline 2\n");
+        assert_eq!(e["lines"], 2);
+        assert_eq!(e["call_id"], "c1");
+        assert_eq!(e["given_on_call"], true);
+        assert!(own_result(&Value::Null, "c1", None).is_none());
     }
 
     #[test]

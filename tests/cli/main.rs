@@ -4,6 +4,7 @@
 
 mod analysis;
 mod common;
+mod contract;
 mod default_cmd;
 mod errors;
 mod find;

@@ -59,8 +59,9 @@ pub fn run(s: &ExportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
             .into());
         }
     }
-    // --where: addresses selected by the SQL engine over `runs`.
-    let allowed: Option<HashSet<(String, String)>> = match &s.where_ {
+    // --where: documents selected by the SQL engine over `trajectories`, by
+    // position (ids may repeat within a Source).
+    let allowed: Option<HashSet<(String, i64)>> = match &s.where_ {
         None => None,
         Some(cond) => {
             let mounts = crate::dataset::Mounts::open(
@@ -69,7 +70,7 @@ pub fn run(s: &ExportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
                 false,
                 s.max_document_bytes,
             )?;
-            let sql_text = crate::sql::parse::runs_where(cond, "dataset")?;
+            let sql_text = crate::sql::parse::trajectories_where(cond, "dataset")?;
             let crate::sql::Statement::Query(plan) = crate::sql::plan(&sql_text, &mounts)? else {
                 return Err(Error::Internal("the --where query is not a query".into()));
             };
@@ -77,9 +78,11 @@ pub fn run(s: &ExportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
             let mut set = HashSet::new();
             for b in &r.batches {
                 let p = arrow::array::AsArray::as_string::<i32>(b.column(0));
-                let d = arrow::array::AsArray::as_string::<i32>(b.column(1));
+                let d = arrow::array::AsArray::as_primitive::<arrow::datatypes::Int64Type>(
+                    b.column(1),
+                );
                 for i in 0..b.num_rows() {
-                    set.insert((p.value(i).to_string(), d.value(i).to_string()));
+                    set.insert((p.value(i).to_string(), d.value(i)));
                 }
             }
             Some(set)
@@ -103,15 +106,17 @@ pub fn run(s: &ExportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
             continue;
         }
         let mut docs: Vec<Storyline> = Vec::new();
+        let mut ordinal = 0i64;
         let r = read_source(src, opts, &mut |d| {
             let keep = s.run_id.as_ref().is_none_or(|r| d.run_id() == r)
                 && s.session_id.as_ref().is_none_or(|x| &d.session == x)
-                && allowed.as_ref().is_none_or(|a| {
-                    a.contains(&(src.source_path.clone(), d.document_id().to_string()))
-                });
+                && allowed
+                    .as_ref()
+                    .is_none_or(|a| a.contains(&(src.source_path.clone(), ordinal)));
             if keep {
                 docs.push(d.clone());
             }
+            ordinal += 1;
         });
         match r {
             Ok(_) => {}
@@ -128,8 +133,15 @@ pub fn run(s: &ExportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
             continue;
         }
         trajectories += docs.len() as u64;
-        let (recs, l) = encode_documents(s.format, &docs);
-        losses.extend(l);
+        // A store holds the documents of many files: subagents are matched
+        // to their parents, and runs grouped, within the file they came
+        // from (ids may repeat across files).
+        let mut recs = Vec::new();
+        for group in by_origin(docs) {
+            let (r, l) = encode_documents(s.format, &group);
+            recs.extend(r);
+            losses.extend(l);
+        }
         if s.strict {
             if let Some(first) = losses.first() {
                 return Err(ExportError::Lossy {
@@ -189,6 +201,19 @@ pub fn run(s: &ExportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
         if n_records == 1 { "" } else { "s" }
     ));
     Ok(ExitStatus::Success)
+}
+
+/// Documents grouped by the file they were read from, in order of first
+/// appearance (one group for an exchange file).
+fn by_origin(docs: Vec<Storyline>) -> Vec<Vec<Storyline>> {
+    let mut groups: Vec<(Option<String>, Vec<Storyline>)> = Vec::new();
+    for d in docs {
+        match groups.iter_mut().find(|(o, _)| *o == d.origin_path) {
+            Some((_, g)) => g.push(d),
+            None => groups.push((d.origin_path.clone(), vec![d])),
+        }
+    }
+    groups.into_iter().map(|(_, g)| g).collect()
 }
 
 fn format_name(f: ExportFormat) -> &'static str {

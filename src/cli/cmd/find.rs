@@ -196,12 +196,17 @@ fn render(
         out.write_json(&doc)?;
     } else {
         let steps = s.scope == Scope::Steps;
-        let mut headers = vec![
-            ("Source", Align::Left),
+        // Stores hold the documents of many files: say which one.
+        let origins = kept.iter().any(|h| h.origin_path != h.source_path);
+        let mut headers = vec![("Source", Align::Left)];
+        if origins {
+            headers.push(("Origin", Align::Left));
+        }
+        headers.extend([
             ("Document ID", Align::Left),
             ("Run ID", Align::Left),
             ("Session ID", Align::Left),
-        ];
+        ]);
         if steps {
             headers.extend([
                 ("Step ID", Align::Right),
@@ -216,12 +221,11 @@ fn render(
         t.limit(last, 80);
         for h in &kept {
             let o = |v: &Option<String>| v.clone().unwrap_or_default();
-            let mut row = vec![
-                h.source_path.clone(),
-                h.document_id.clone(),
-                o(&h.run_id),
-                o(&h.session_id),
-            ];
+            let mut row = vec![h.source_path.clone()];
+            if origins {
+                row.push(h.origin_path.clone());
+            }
+            row.extend([h.document_id.clone(), o(&h.run_id), o(&h.session_id)]);
             if steps {
                 row.extend([
                     h.step_id.map(|v| v.to_string()).unwrap_or_default(),

@@ -262,11 +262,9 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
                 warnings.push(json!({"source_path": path, "code": d.code, "pointer": d.pointer, "message": d.message}));
             }
             for mut doc in docs {
-                if let Some(o) = doc.origin.as_mut() {
-                    if o.document_id.is_none() {
-                        o.document_id = Some(path.clone());
-                    }
-                }
+                // Where it came from: the store is one Source holding the
+                // documents of many files.
+                doc.origin_path = Some(path.clone());
                 writer.push(doc).map_err(ImportError::from)?;
             }
             done += 1;
@@ -279,7 +277,7 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
     let store = crate::store::StorylineLanceStore::open(&staging.dir).map_err(ImportError::from)?;
     let reader = store.reader().map_err(ImportError::from)?;
     for (t, want) in [
-        (crate::table::Table::Runs, summary.trajectories),
+        (crate::table::Table::Documents, summary.trajectories),
         (crate::table::Table::Steps, summary.steps),
         (crate::table::Table::ToolCalls, summary.tool_calls),
     ] {
@@ -333,12 +331,9 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
         }
         _ => target.display().to_string(),
     };
-    for (old, new) in &summary.renamed_ids {
-        warnings.push(json!({"code": "PC-IMP-009", "message": format!("document id `{old}` appears more than once; stored as `{new}`")}));
-    }
     for w in &warnings {
         out.warn(
-            w["code"].as_str().unwrap_or("PC-IMP-009"),
+            w["code"].as_str().unwrap_or_default(),
             format!(
                 "{} {}",
                 w.get("source_path").and_then(|v| v.as_str()).unwrap_or(""),
@@ -371,7 +366,6 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
         "objects": summary.objects,
         "input_bytes": input_bytes,
         "generated_ids": generated_ids,
-        "renamed_ids": summary.renamed_ids.iter().map(|(a, b)| json!({"from": a, "to": b})).collect::<Vec<_>>(),
         "warnings": warnings,
         "generation": summary.generation,
         "fts_index": fts_index,

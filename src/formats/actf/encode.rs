@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use super::SOURCE;
 use crate::formats::atif::encode::collect_residual;
-use crate::formats::encode::{restore_residual, Loss, Losses};
+use crate::formats::encode::{restore_all, Loss, Losses};
 use crate::formats::model::{Prompt, Storyline, ToolCall};
 
 /// Encode documents as ACTF documents (one per task).
@@ -94,9 +94,7 @@ fn task(task_id: &str, attempts: &[&Storyline], losses: &mut Losses) -> Value {
     }
     root.insert("attempts".into(), Value::Object(map));
     let mut v = Value::Object(root);
-    for (p, val) in residual {
-        restore_residual(&mut v, &p, val);
-    }
+    restore_all(&mut v, residual);
     v
 }
 

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use serde_json::{json, Map, Value};
 
 use super::SOURCE;
-use crate::formats::encode::{restore_residual, Loss, Losses};
+use crate::formats::encode::{restore_all, Loss, Losses, ResidualEntry};
 use crate::formats::model::{Storyline, Turn};
 
 /// Encode documents as ATIF records (one per root trajectory).
@@ -49,9 +49,7 @@ pub fn encode(docs: &[Storyline], losses: &mut Losses) -> Vec<Value> {
         .map(|r| {
             let mut residual = Vec::new();
             let mut v = node(docs, r, &children, losses, &mut residual, true);
-            for (p, val) in residual {
-                restore_residual(&mut v, &p, val);
-            }
+            restore_all(&mut v, residual);
             v
         })
         .collect()
@@ -62,7 +60,7 @@ fn node(
     i: usize,
     children: &HashMap<usize, Vec<usize>>,
     losses: &mut Losses,
-    residual: &mut Vec<(String, Value)>,
+    residual: &mut Vec<ResidualEntry>,
     root: bool,
 ) -> Value {
     let d = &docs[i];
@@ -75,7 +73,9 @@ fn node(
         .and_then(|o| o.schema_version.clone())
         .unwrap_or_else(|| "ATIF-v1.7".into());
     o.insert("schema_version".into(), json!(version));
-    // Always written, also for embedded children that inherited it.
+    // Written unless the source lacked it (then the residual removes it:
+    // an embedded child inherits its parent's, a root may have only a
+    // trajectory id).
     o.insert("session_id".into(), json!(d.session));
     let _ = root;
     if let Some(t) = &d.trajectory {
@@ -303,7 +303,7 @@ fn note_lost_document_fields(d: &Storyline, losses: &mut Losses) {
 pub(crate) fn collect_residual(
     d: &Storyline,
     source: &str,
-    out: &mut Vec<(String, Value)>,
+    out: &mut Vec<ResidualEntry>,
     losses: &mut Losses,
 ) {
     let Some(Value::Object(sources)) = d.unknown_fields.as_ref().and_then(|u| u.get("sources"))
@@ -314,7 +314,12 @@ pub(crate) fn collect_residual(
         if name == source {
             if let Some(Value::Object(fields)) = slice.get("fields") {
                 for (p, v) in fields {
-                    out.push((p.clone(), v.clone()));
+                    out.push((p.clone(), Some(v.clone())));
+                }
+            }
+            if let Some(Value::Array(absent)) = slice.get("absent") {
+                for p in absent.iter().filter_map(Value::as_str) {
+                    out.push((p.to_string(), None));
                 }
             }
         } else {

@@ -12,7 +12,7 @@ pub mod raw;
 
 use std::collections::{HashMap, HashSet};
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use super::json::RecordPos;
 use super::model::{Agent, Origin, Parent, Storyline, ToolCall, Turn};
@@ -132,6 +132,14 @@ fn convert_node(
             ))
         }
     };
+    // A session id the document lacks (or gives as null or "") is derived
+    // for Storyline; export writes back exactly what was there.
+    match &raw.session_id {
+        None => res.absent(join(p, "session_id")),
+        Some(v @ Value::Null) => res.put(join(p, "session_id"), v.clone()),
+        Some(Value::String(s)) if s.is_empty() => res.put(join(p, "session_id"), json!("")),
+        Some(_) => {}
+    }
     let session_id = string(raw.session_id, &mut res, p, "session_id").filter(|s| !s.is_empty());
     let trajectory_id =
         string(raw.trajectory_id, &mut res, p, "trajectory_id").filter(|s| !s.is_empty());
