@@ -189,7 +189,7 @@ fn rows(m: &Mounts, by_hand: bool) -> Vec<Row> {
         for r in 0..b.num_rows() {
             let observation = if by_hand {
                 // The library's decoded column equals the hand decoding.
-                let decoded = s(15, r).and_then(|raw| decoded_observation(&raw));
+                let decoded = s(BUILD_COLUMNS.len(), r).and_then(|raw| decoded_observation(&raw));
                 assert_eq!(s(10, r), decoded, "observation_text of row {r}");
                 decoded
             } else {
@@ -381,7 +381,7 @@ fn shipped_fixtures_hit_sets_equal_the_reference() {
     for dir in [root.join("examples/dataset"), root.join("tests/fixtures/harbor")] {
         let m = mounts(&dir);
         let all = rows(&m, false);
-        assert!(all.len() > 10, "{}: {} steps", dir.display(), all.len());
+        assert!(all.len() >= 10, "{}: {} steps", dir.display(), all.len());
         hit_sets_equal_the_reference(&m, &tmp.path().join("cache"), &all);
     }
     let data = tmp.path().join("actf");

@@ -68,7 +68,7 @@ fn pylance_reads_the_same_rows() {
     for (table, sql, cols) in [
         (
             "runs",
-            "SELECT document_id FROM runs ORDER BY document_id",
+            "SELECT document_id FROM trajectories ORDER BY document_id",
             vec!["document_id"],
         ),
         (

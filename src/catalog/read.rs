@@ -6,7 +6,7 @@ use std::fs::File;
 
 use super::discover::file_ref;
 use super::snapshot::SnapshotRef;
-use super::source::{Source, SourceKind};
+use super::source::{Source, SourceKind, SourceStatus, StatusReason};
 use super::CatalogError;
 use crate::formats::model::Storyline;
 use crate::formats::{self, DecodeCtx, DecodeOptions, Diagnostic, FormatError};
@@ -65,6 +65,159 @@ pub struct EventsSummary {
     /// Events a Gateway has made durable in its write-ahead log (in the
     /// default state directory beside the store) but not yet appended.
     pub wal_pending_events: Option<u64>,
+}
+
+/// What reading a Source completely found.
+#[derive(Debug)]
+pub struct Assessment {
+    /// Ready, degraded (read, with problems) or error (not readable).
+    pub status: SourceStatus,
+    /// Why it is not ready.
+    pub reason: Option<StatusReason>,
+    /// What was read.
+    pub read: SourceRead,
+    /// False when the contents were not counted (a Source that failed
+    /// discovery).
+    pub counted: bool,
+}
+
+/// Read `s` completely and say what state it is in: the one rule `status`,
+/// `ls` and `--errors strict` share. Fails only when the command must
+/// (the Source changed while it was read).
+pub fn assess(s: &Source, opts: DecodeOptions) -> Result<Assessment, CatalogError> {
+    // Sources that failed sniffing are decoded again when their format is
+    // known, for a precise error position.
+    if s.status == SourceStatus::Error && s.format == formats::SourceFormat::Unknown {
+        return Ok(Assessment {
+            status: s.status,
+            reason: s.reason.clone(),
+            read: SourceRead::default(),
+            counted: false,
+        });
+    }
+    match read_source(s, opts, &mut |_| {}) {
+        Ok(read) => {
+            let (status, reason) = match read.diagnostics.iter().find(|d| d.degrades()) {
+                Some(d) => {
+                    let more = read.diagnostics.iter().filter(|d| d.degrades()).count();
+                    let suffix = if more > 1 {
+                        format!(" (+{} more)", more - 1)
+                    } else {
+                        String::new()
+                    };
+                    (
+                        SourceStatus::Degraded,
+                        Some(StatusReason::new(
+                            d.code,
+                            format!("{}: {}{suffix}", d.pointer, d.message),
+                        )),
+                    )
+                }
+                None => (SourceStatus::Ready, None),
+            };
+            Ok(Assessment {
+                status,
+                reason,
+                read,
+                counted: true,
+            })
+        }
+        Err(ReadFailure::Fatal(e)) => Err(e),
+        Err(ReadFailure::Source(e)) => Ok(Assessment {
+            status: SourceStatus::Error,
+            reason: Some(StatusReason::new(e.code(), e.detail())),
+            read: SourceRead::default(),
+            counted: true,
+        }),
+    }
+}
+
+/// Read every exchange file (local or S3) of `sources` completely, the way
+/// `status` does, and set its status: `ls` then says of a file what
+/// `status` says (a truncated or undecodable file is `error` for both).
+/// Stores keep the status discovery gave them (their pointer and tables
+/// were checked when they were opened). What was found is cached per file
+/// version (`snapshot_ref`), so listing unchanged files again reads nothing.
+pub fn check_files(dataset: &super::DatasetUri, sources: &mut [Source]) -> Result<(), CatalogError> {
+    use rayon::prelude::*;
+    let opts = DecodeOptions {
+        max_document_bytes: formats::DEFAULT_MAX_DOCUMENT_BYTES,
+        projection: formats::atif::Projection::Skeleton,
+    };
+    let cache_file = checks_cache_file(dataset);
+    let cached: std::collections::HashMap<String, CachedCheck> = cache_file
+        .as_deref()
+        .and_then(|f| std::fs::read(f).ok())
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let remote = sources.iter().any(|s| s.object.is_some());
+    let found: Vec<Result<Option<CachedCheck>, CatalogError>> =
+        crate::util::rt::on_pool(remote, || {
+            sources
+                .par_iter()
+                .map(|s| {
+                    if s.kind != SourceKind::File || s.status == SourceStatus::Error {
+                        return Ok(None);
+                    }
+                    let at = s.snapshot_ref.to_string();
+                    if let Some(c) = cached.get(&s.source_path).filter(|c| c.snapshot_ref == at) {
+                        return Ok(Some(c.clone()));
+                    }
+                    let a = assess(s, opts)?;
+                    Ok(Some(CachedCheck {
+                        snapshot_ref: at,
+                        status: a.status,
+                        code: a.reason.as_ref().map(|r| r.code.to_string()),
+                        message: a.reason.map(|r| r.message),
+                    }))
+                })
+                .collect()
+        });
+    let mut fresh = std::collections::HashMap::new();
+    for (s, r) in sources.iter_mut().zip(found) {
+        if let Some(c) = r? {
+            s.status = c.status;
+            s.reason = c
+                .code
+                .as_deref()
+                .map(|code| StatusReason::new(crate::util::text::leak_code(code), c.message.clone().unwrap_or_default()));
+            fresh.insert(s.source_path.clone(), c);
+        }
+    }
+    // Best effort: a cache that cannot be written is skipped.
+    if let (Some(file), true) = (cache_file, fresh != cached) {
+        if let Some(dir) = file.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        if let Ok(body) = serde_json::to_vec(&fresh) {
+            let _ = crate::util::fs::write_atomic(&file, &body);
+        }
+    }
+    Ok(())
+}
+
+/// What reading one file version found.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct CachedCheck {
+    snapshot_ref: String,
+    status: SourceStatus,
+    code: Option<String>,
+    message: Option<String>,
+}
+
+const CHECKS_CACHE_VERSION: u32 = 1;
+
+fn checks_cache_file(dataset: &super::DatasetUri) -> Option<std::path::PathBuf> {
+    let identity = match dataset.s3() {
+        Some(u) => crate::s3::cache_identity(u),
+        None => dataset.to_string(),
+    };
+    let key = blake3::hash(identity.as_bytes()).to_hex();
+    Some(
+        crate::util::path::cache_base()?
+            .join("checks")
+            .join(format!("v{CHECKS_CACHE_VERSION}-{}.json", &key.as_str()[..32])),
+    )
 }
 
 /// Why a read did not complete.

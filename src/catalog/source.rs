@@ -28,7 +28,7 @@ impl SourceKind {
 }
 
 /// Health of a Source.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SourceStatus {
     /// Read without problems.

@@ -263,7 +263,7 @@ pub struct AnalysisArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 2 * 1024 * 1024 * 1024)]
     pub memory_budget: u64,
     /// Largest single JSON document or line accepted, in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
+    #[arg(long, value_name = "BYTES", default_value_t = crate::formats::DEFAULT_MAX_DOCUMENT_BYTES)]
     pub max_document_bytes: u64,
 }
 
@@ -323,7 +323,7 @@ pub struct FindArgs {
     #[arg(long)]
     pub no_build_index: bool,
     /// Largest single JSON document or line accepted, in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
+    #[arg(long, value_name = "BYTES", default_value_t = crate::formats::DEFAULT_MAX_DOCUMENT_BYTES)]
     pub max_document_bytes: u64,
     #[command(flatten)]
     pub output: OutputArgs,
@@ -374,7 +374,7 @@ pub struct ExportArgs {
     #[arg(long)]
     pub overwrite: bool,
     /// Largest single JSON document or line accepted, in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
+    #[arg(long, value_name = "BYTES", default_value_t = crate::formats::DEFAULT_MAX_DOCUMENT_BYTES)]
     pub max_document_bytes: u64,
     #[command(flatten)]
     pub discovery: DiscoveryArgs,
@@ -414,7 +414,7 @@ pub struct ImportArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024 * 1024 * 1024)]
     pub max_input_bytes: u64,
     /// Largest single JSON document or line accepted, in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
+    #[arg(long, value_name = "BYTES", default_value_t = crate::formats::DEFAULT_MAX_DOCUMENT_BYTES)]
     pub max_document_bytes: u64,
     /// Stop with an error after this many input files.
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]
@@ -466,7 +466,7 @@ pub struct QueryArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 2 * 1024 * 1024 * 1024)]
     pub memory_budget: u64,
     /// Largest single JSON document or line accepted, in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
+    #[arg(long, value_name = "BYTES", default_value_t = crate::formats::DEFAULT_MAX_DOCUMENT_BYTES)]
     pub max_document_bytes: u64,
     #[command(flatten)]
     pub discovery: DiscoveryArgs,
@@ -568,7 +568,7 @@ pub struct StatusArgs {
     #[command(flatten)]
     pub dataset: DatasetArgs,
     /// Largest single JSON document or line accepted, in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
+    #[arg(long, value_name = "BYTES", default_value_t = crate::formats::DEFAULT_MAX_DOCUMENT_BYTES)]
     pub max_document_bytes: u64,
     #[command(flatten)]
     pub output: OutputArgs,

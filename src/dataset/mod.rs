@@ -36,12 +36,24 @@ pub struct Mount {
     pub snapshot: CatalogSnapshot,
 }
 
+/// A Source that was read incompletely in report mode.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SourceProblem {
+    /// The Source.
+    pub source_path: String,
+    /// Stable code of the problem.
+    pub code: String,
+    /// The warning printed.
+    pub message: String,
+}
+
 /// The mounts of one command, with the error policy for bad Sources.
 pub struct Mounts {
     mounts: Vec<Mount>,
     strict: bool,
     max_document_bytes: u64,
     warnings: Mutex<Vec<(String, String)>>,
+    problems: Mutex<Vec<SourceProblem>>,
 }
 
 impl std::fmt::Debug for Mounts {
@@ -84,6 +96,7 @@ impl Mounts {
             strict,
             max_document_bytes,
             warnings: Mutex::new(Vec::new()),
+            problems: Mutex::new(Vec::new()),
         })
     }
 
@@ -94,6 +107,7 @@ impl Mounts {
             strict,
             max_document_bytes,
             warnings: Mutex::new(Vec::new()),
+            problems: Mutex::new(Vec::new()),
         }
     }
 
@@ -132,13 +146,43 @@ impl Mounts {
                 message: e.to_string(),
             }),
             ReadFailure::Source(e) => {
-                self.warn(
+                self.problem(
+                    s,
                     e.code(),
                     format!("skipped {}: {}", s.source_path, e.detail()),
                 );
                 Ok(Vec::new())
             }
         }
+    }
+
+    /// A Source read incompletely (skipped or degraded) in report mode: a
+    /// warning now, and a record a cached result can replay later (a search
+    /// served by an index built before must say the same).
+    fn problem(&self, s: &Source, code: &str, msg: String) {
+        if let Ok(mut g) = self.problems.lock() {
+            if g.len() < 10_000 {
+                g.push(SourceProblem {
+                    source_path: s.source_path.clone(),
+                    code: code.to_string(),
+                    message: msg.clone(),
+                });
+            }
+        }
+        self.warn(code, msg);
+    }
+
+    /// The Sources read incompletely since the last call (report mode).
+    pub fn take_problems(&self) -> Vec<SourceProblem> {
+        self.problems
+            .lock()
+            .map(|mut g| std::mem::take(&mut *g))
+            .unwrap_or_default()
+    }
+
+    /// Whether reads are strict (`--errors strict`).
+    pub fn strict(&self) -> bool {
+        self.strict
     }
 
     fn warn(&self, code: &str, msg: String) {
@@ -410,7 +454,7 @@ impl Mounts {
         }
         let cols = table.columns();
         let skeleton = call_output.is_none()
-            &&  = columns.iter().all(|&i| skeleton_safe(table, cols[i].name));
+            && columns.iter().all(|&i| skeleton_safe(table, cols[i].name));
         let opts = DecodeOptions {
             max_document_bytes: self.max_document_bytes,
             projection: if skeleton {
@@ -430,6 +474,19 @@ impl Mounts {
                 if s.status == SourceStatus::Error
                     && s.format == crate::formats::SourceFormat::Unknown
                 {
+                    // Not readable at all: said once, never silently left out.
+                    if !self.strict {
+                        let r = s.reason.as_ref();
+                        self.problem(
+                            s,
+                            r.map_or("PC-CAT-009", |r| r.code),
+                            format!(
+                                "skipped {}: {}",
+                                s.source_path,
+                                r.map_or("not readable", |r| r.message.as_str())
+                            ),
+                        );
+                    }
                     return false;
                 }
                 true
@@ -440,7 +497,8 @@ impl Mounts {
                 .snapshot
                 .sources
                 .iter()
-                .find(|s| s.status == SourceStatus::Error)
+                .filter(|s| only(s))
+                .find(|s| s.status != SourceStatus::Ready)
             {
                 let r = s.reason.clone();
                 return Err(SqlError::Source {
@@ -495,7 +553,18 @@ impl Mounts {
                         match read {
                             Ok(r) => {
                                 if let Some(d) = r.diagnostics.iter().find(|d| d.degrades()) {
-                                    self.warn(
+                                    // Read, but not as given: strict refuses it.
+                                    if self.strict {
+                                        return Err(SqlError::Source {
+                                            code: d.code,
+                                            message: format!(
+                                                "Source `{}` is degraded: {}: {} (--errors strict)",
+                                                s.source_path, d.pointer, d.message
+                                            ),
+                                        });
+                                    }
+                                    self.problem(
+                                        s,
                                         d.code,
                                         format!("{}: {}: {}", s.source_path, d.pointer, d.message),
                                     );

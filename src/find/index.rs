@@ -43,6 +43,11 @@ pub struct IndexMeta {
     pub steps: u64,
     /// Bytes of step text analysed.
     pub text_bytes: u64,
+    /// Sources indexed but read incompletely (skipped or degraded), with the
+    /// problem: a search served by this index reports it again, and fails
+    /// on it under `--errors strict`, as a fresh read would.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub problems: BTreeMap<String, crate::dataset::SourceProblem>,
 }
 
 impl IndexMeta {

@@ -51,6 +51,10 @@ pub struct PrepareReport {
     /// Where the Dataset cache index lives (`memory` when it could not be
     /// written to disk), if one was needed.
     pub cache: Option<String>,
+    /// Problems of Sources the cached index read incompletely, reported
+    /// again: (code, message).
+    #[serde(skip)]
+    pub replayed: Vec<(String, String)>,
 }
 
 /// The outcome: searchable indexes, or why full text is unavailable.
@@ -158,6 +162,7 @@ pub fn prepare(
     match disk {
         Some(Err(CacheError::Source(e))) => return Err(e),
         Some(Ok((ix, rep))) => {
+            out.warnings.extend(rep.replayed.iter().cloned());
             out.report.reused_sources += rest.len() - rep.indexed_sources;
             out.report.indexed_sources += rep.indexed_sources;
             out.report.indexed_steps += rep.indexed_steps;
@@ -254,6 +259,8 @@ fn cached(
         .iter()
         .map(|s| (s.source_path.clone(), ref_text(s)))
         .collect();
+    // Sources indexed by this call (their problems were reported as read).
+    let mut fresh_sources: BTreeSet<String> = BTreeSet::new();
     let current = IndexMeta::read(dir);
     let up_to_date = current.as_ref().is_some_and(|m| m.sources == want);
     // Reuse-only: an index that covers every wanted Source will do, even if
@@ -304,6 +311,13 @@ fn cached(
                 .collect();
             index_sources(mounts, dataset, &builder, &todo, progress)?;
             let (steps, bytes) = builder.finish()?;
+            meta.problems.retain(|k, _| want.contains_key(k) && !todo.contains(k.as_str()));
+            for p in mounts.take_problems() {
+                if todo.contains(p.source_path.as_str()) {
+                    meta.problems.insert(p.source_path.clone(), p);
+                }
+            }
+            fresh_sources.extend(todo.iter().map(|s| s.to_string()));
             report.indexed_sources = todo.len();
             report.indexed_steps = steps;
             report.indexed_text_bytes = bytes;
@@ -312,6 +326,22 @@ fn cached(
             meta.text_bytes = meta.text_bytes.saturating_add(bytes);
             meta.sources = want.clone();
             meta.write(dir)?;
+        }
+    }
+    // A Source the index holds from an incomplete read says so again,
+    // whatever is cached.
+    if let Some(meta) = IndexMeta::read(dir) {
+        for (path, p) in &meta.problems {
+            if !want.contains_key(path) || fresh_sources.contains(path) {
+                continue;
+            }
+            if mounts.strict() {
+                return Err(CacheError::Source(SqlError::Source {
+                    code: crate::util::text::leak_code(&p.code),
+                    message: format!("{} (--errors strict)", p.message),
+                }));
+            }
+            report.replayed.push((p.code.clone(), p.message.clone()));
         }
     }
     let (idx, fields) = index::open(dir)?;
@@ -477,6 +507,7 @@ pub fn build_store_index(store_root: &Path, source: &Source) -> Result<(u64, u64
             sources: BTreeMap::from([(".".to_string(), ref_text(source))]),
             steps,
             text_bytes: bytes,
+            problems: BTreeMap::new(),
         }
         .write(&tmp)?;
         Ok((steps, bytes))

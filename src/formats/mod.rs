@@ -320,6 +320,9 @@ impl DecodeCtx {
     }
 }
 
+/// The default bound on one JSON document or line (`--max-document-bytes`).
+pub const DEFAULT_MAX_DOCUMENT_BYTES: u64 = 256 * 1024 * 1024;
+
 /// Options for decoding a file.
 #[derive(Debug, Clone, Copy)]
 pub struct DecodeOptions {

@@ -13,7 +13,6 @@ mod derive;
 mod runs;
 
 pub use crate::formats::text::result_link;
-pub(crate) use builder::ExtraText;
 pub use builder::{Cell, TableBuilder};
 pub(crate) use derive::{call_output_of, step_call_output};
 pub(crate) use columns::RUN_INPUTS;

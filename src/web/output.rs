@@ -116,7 +116,7 @@ mod tests {
 
     #[test]
     fn a_result_given_on_the_call_is_decoded_text() {
-        let e = own_result(&json!("\u001b[32mok\u001b[0m\nline 2\n"), "c1", None).unwrap();
+        let e = own_result(&json!("\u{1b}[32mok\u{1b}[0m\nline 2\n"), "c1", None).unwrap();
         assert_eq!(e["text"], "\u{1b}[32mok\u{1b}[0m\nline 2\n");
         assert_eq!(e["lines"], 2);
         assert_eq!(e["call_id"], "c1");

@@ -106,12 +106,24 @@ fn import_reports_and_publishes_a_store() {
     let report = import(&env, &example_dataset().join("golang__exp"), "store");
     assert_eq!(report["trajectories"], 5);
     assert_eq!(report["steps"], 33);
-    // Four files share one session id: all but the first are renamed.
-    assert_eq!(
-        report["renamed_ids"].as_array().unwrap().len(),
-        3,
-        "{report}"
-    );
+    // Four files share one session id: kept as given (issue 18), nothing
+    // renamed.
+    assert!(report.get("renamed_ids").is_none(), "{report}");
+    let q = env
+        .cmd()
+        .args([
+            "query",
+            "store",
+            "SELECT count(*) AS n, count(DISTINCT session_id) AS sessions, count(DISTINCT origin_path) AS files FROM trajectories",
+            "--format",
+            "jsonl",
+        ])
+        .output()
+        .unwrap();
+    let counts: serde_json::Value = serde_json::from_slice(&q.stdout).unwrap();
+    assert_eq!(counts["n"], 5, "{counts}");
+    assert_eq!(counts["files"], 5, "{counts}");
+    assert!(counts["sessions"].as_i64().unwrap() < 5, "{counts}");
     // The store is one Source at the Dataset root.
     let ls = json(&env.cmd().args(["ls", "store"]).output().unwrap());
     assert_eq!(ls["sources"][0]["source_path"], ".");
@@ -126,7 +138,7 @@ fn import_reports_and_publishes_a_store() {
         .args([
             "query",
             "store",
-            "SELECT count(*) AS n, count(DISTINCT document_id) AS d FROM steps",
+            "SELECT count(*) AS n, count(DISTINCT storage_ordinal) AS d FROM steps",
             "--format",
             "jsonl",
         ])

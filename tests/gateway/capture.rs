@@ -429,7 +429,7 @@ fn the_warehouse_shows_captured_traffic_and_markdown_is_kept() {
     };
     assert_eq!(runs["runs"][0]["session_id"], "web-1");
     // The explorer's trajectory and steps routes read the projection.
-    let doc = runs["runs"][0]["document_id"].as_str().unwrap();
+    let doc = runs["runs"][0]["root_document_id"].as_str().unwrap();
     let base = format!("/api/v1/datasets/live/trajectories/{doc}");
     let tr = request(&web, "GET", &base, &[], None).json();
     assert_eq!(tr["source_path"], "events.lance");

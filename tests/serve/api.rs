@@ -114,10 +114,10 @@ fn catalog_and_health_match_the_cli() {
 }
 
 #[test]
-fn runs_page_sort_and_filter() {
+fn trajectories_page_sort_and_filter() {
     let t = tempfile::tempdir().unwrap();
     let s = serve_examples(&t);
-    let all = s.json("/api/v1/datasets/evals/runs?limit=500");
+    let all = s.json("/api/v1/datasets/evals/trajectories?limit=500");
     let total = all["total"].as_u64().unwrap();
     let cli_count = cli(
         t.path(),
@@ -131,18 +131,18 @@ fn runs_page_sort_and_filter() {
     );
     let n: Value = serde_json::from_str(cli_count.trim()).unwrap();
     assert_eq!(total, n["n"].as_u64().unwrap());
-    assert_eq!(all["runs"].as_array().unwrap().len() as u64, total);
+    assert_eq!(all["trajectories"].as_array().unwrap().len() as u64, total);
     // Pages of 3 cover the list once, in order.
     let mut seen = Vec::new();
     let mut offset = Some(0u64);
     while let Some(o) = offset {
-        let p = s.json(&format!("/api/v1/datasets/evals/runs?limit=3&offset={o}"));
-        for r in p["runs"].as_array().unwrap() {
+        let p = s.json(&format!("/api/v1/datasets/evals/trajectories?limit=3&offset={o}"));
+        for r in p["trajectories"].as_array().unwrap() {
             seen.push((r["source_path"].clone(), r["document_id"].clone()));
         }
         offset = p["next_offset"].as_u64();
     }
-    let whole: Vec<_> = all["runs"]
+    let whole: Vec<_> = all["trajectories"]
         .as_array()
         .unwrap()
         .iter()
@@ -150,8 +150,8 @@ fn runs_page_sort_and_filter() {
         .collect();
     assert_eq!(seen, whole);
     // Sorted by step_count descending.
-    let p = s.json("/api/v1/datasets/evals/runs?sort=step_count&order=desc&limit=500");
-    let counts: Vec<i64> = p["runs"]
+    let p = s.json("/api/v1/datasets/evals/trajectories?sort=step_count&order=desc&limit=500");
+    let counts: Vec<i64> = p["trajectories"]
         .as_array()
         .unwrap()
         .iter()
@@ -161,27 +161,85 @@ fn runs_page_sort_and_filter() {
     sorted.sort_by(|a, b| b.cmp(a));
     assert_eq!(counts, sorted);
     // Filters.
-    let p = s.json("/api/v1/datasets/evals/runs?model_name=m-html");
+    let p = s.json("/api/v1/datasets/evals/trajectories?model_name=m-html");
     assert_eq!(p["total"], 1);
-    assert_eq!(p["runs"][0]["source_path"], "html.json");
+    assert_eq!(p["trajectories"][0]["source_path"], "html.json");
     let p = s.json(&format!(
-        "/api/v1/datasets/evals/runs?q={}",
+        "/api/v1/datasets/evals/trajectories?q={}",
         enc("数据库连接")
     ));
     assert_eq!(p["total"], 1);
     // Bad parameters.
     for bad in ["sort=nope", "order=sideways", "limit=-1", "offset=x"] {
-        let r = s.get(&format!("/api/v1/datasets/evals/runs?{bad}"));
+        let r = s.get(&format!("/api/v1/datasets/evals/trajectories?{bad}"));
         assert_eq!((r.status, r.code().as_str()), (400, "PC-WEB-006"), "{bad}");
     }
+}
+
+/// issue 18: the runs list has one entry per Run (a main trajectory with its
+/// subagents), like the `runs` relation, and opens at the main trajectory.
+#[test]
+fn runs_page_lists_runs() {
+    let t = tempfile::tempdir().unwrap();
+    let s = serve_examples(&t);
+    let all = s.json("/api/v1/datasets/evals/runs?limit=500");
+    let rows = cli(
+        t.path(),
+        &[
+            "query",
+            "data",
+            "SELECT source_path, run_id, root_document_id, trajectory_count FROM runs",
+            "--format",
+            "jsonl",
+        ],
+    );
+    let want: Vec<Value> = rows
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(all["total"].as_u64().unwrap() as usize, want.len());
+    let docs = s.json("/api/v1/datasets/evals/trajectories?limit=500");
+    assert!(all["total"].as_u64() < docs["total"].as_u64(), "the examples have subagents");
+    for w in &want {
+        let got = all["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["source_path"] == w["source_path"] && r["run_id"] == w["run_id"])
+            .unwrap_or_else(|| panic!("{w} missing"));
+        assert_eq!(got["root_document_id"], w["root_document_id"]);
+        assert_eq!(got["trajectory_count"], w["trajectory_count"]);
+        // The main trajectory opens at its position.
+        let tr = s.json(&format!(
+            "/api/v1/datasets/evals/trajectories/{}?source={}&ordinal={}",
+            enc(got["root_document_id"].as_str().unwrap()),
+            enc(got["source_path"].as_str().unwrap()),
+            got["storage_ordinal"]
+        ));
+        assert_eq!(tr["document_id"], got["root_document_id"]);
+    }
+    let with_subagents = all["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["subagent_count"].as_i64() > Some(0))
+        .expect("a run with subagents");
+    let tr = s.json(&format!(
+        "/api/v1/datasets/evals/trajectories/{}?source={}&ordinal={}",
+        enc(with_subagents["root_document_id"].as_str().unwrap()),
+        enc(with_subagents["source_path"].as_str().unwrap()),
+        with_subagents["storage_ordinal"]
+    ));
+    let children = tr["children"].as_array().unwrap().len() as i64;
+    assert!(children > 0 && children <= with_subagents["subagent_count"].as_i64().unwrap());
 }
 
 #[test]
 fn trajectory_steps_and_export() {
     let t = tempfile::tempdir().unwrap();
     let s = serve_examples(&t);
-    let runs = s.json("/api/v1/datasets/evals/runs?source_path=html.json");
-    let doc = runs["runs"][0]["document_id"].as_str().unwrap().to_string();
+    let runs = s.json("/api/v1/datasets/evals/trajectories?source_path=html.json");
+    let doc = runs["trajectories"][0]["document_id"].as_str().unwrap().to_string();
     let base = format!("/api/v1/datasets/evals/trajectories/{}", enc(&doc));
     let tr = s.json(&format!("{base}?source=html.json"));
     assert_eq!(tr["step_count"], 2);
@@ -591,8 +649,8 @@ fn large_trajectories_page() {
     write!(f, "]}}").unwrap();
     drop(f);
     let s = Served::start(t.path(), "[[datasets]]\nname = \"big\"\nuri = \"big\"\n");
-    let runs = s.json("/api/v1/datasets/big/runs");
-    let doc = runs["runs"][0]["document_id"].as_str().unwrap().to_string();
+    let runs = s.json("/api/v1/datasets/big/trajectories");
+    let doc = runs["trajectories"][0]["document_id"].as_str().unwrap().to_string();
     let base = format!("/api/v1/datasets/big/trajectories/{}", enc(&doc));
     let first = s.json(&format!("{base}/steps?limit=100"));
     assert_eq!(first["total"], n);
@@ -632,12 +690,12 @@ fn store_trajectories_match_the_files_they_came_from() {
         t.path(),
         "[[datasets]]\nname = \"files\"\nuri = \"files\"\n[[datasets]]\nname = \"store\"\nuri = \"store\"\n",
     );
-    // The runs list of a store comes from its runs table: same runs, same
-    // sort, same counts.
+    // The trajectories list of a store comes from its runs table: same
+    // documents, same sort, same counts.
     let ids = |ds: &str| -> Vec<(Value, Value, Value)> {
         s.json(&format!(
-            "/api/v1/datasets/{ds}/runs?sort=document_id&order=desc"
-        ))["runs"]
+            "/api/v1/datasets/{ds}/trajectories?sort=document_id&order=desc"
+        ))["trajectories"]
             .as_array()
             .unwrap()
             .iter()

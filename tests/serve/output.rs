@@ -109,10 +109,10 @@ fn results_go_under_their_call_or_once_under_their_step() {
     // terminus-2: multi-line terminal output that names no call.
     let src = "harbor/terminus_2_hello-world-timeout.trajectory.json";
     let runs = s.json(&format!(
-        "/api/v1/datasets/evals/runs?source_path={}",
+        "/api/v1/datasets/evals/trajectories?source_path={}",
         enc(src)
     ));
-    let doc = runs["runs"][0]["document_id"].as_str().unwrap().to_string();
+    let doc = runs["trajectories"][0]["document_id"].as_str().unwrap().to_string();
     let page = s.json(&format!(
         "/api/v1/datasets/evals/trajectories/{}/steps?source={}&limit=100",
         enc(&doc),
@@ -140,10 +140,10 @@ fn results_go_under_their_call_or_once_under_their_step() {
     // OpenHands: the result names its call and is shown under it only.
     let src = "harbor/openhands_hello-world.trajectory.json";
     let runs = s.json(&format!(
-        "/api/v1/datasets/evals/runs?source_path={}",
+        "/api/v1/datasets/evals/trajectories?source_path={}",
         enc(src)
     ));
-    let doc = runs["runs"][0]["document_id"].as_str().unwrap().to_string();
+    let doc = runs["trajectories"][0]["document_id"].as_str().unwrap().to_string();
     let page = s.json(&format!(
         "/api/v1/datasets/evals/trajectories/{}/steps?source={}&limit=100",
         enc(&doc),

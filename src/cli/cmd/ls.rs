@@ -26,7 +26,8 @@ pub fn source_json(s: &Source) -> Value {
 }
 
 pub fn run(read: &ReadSettings, physical: bool, out: &mut Out) -> Result<ExitStatus, Error> {
-    let snap = CatalogSnapshot::open(&read.dataset, read.limits, physical)?;
+    let mut snap = CatalogSnapshot::open(&read.dataset, read.limits, physical)?;
+    crate::catalog::read::check_files(&read.dataset, &mut snap.sources)?;
     report_snapshot(out, &snap.snapshot_id);
     if read.strict {
         if let Some(s) = snap

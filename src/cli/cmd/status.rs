@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::ls::source_json;
 use super::report_snapshot;
-use crate::catalog::read::{read_source, ReadFailure, SourceCounts, SourceRead};
+use crate::catalog::read::{SourceCounts, SourceRead};
 use crate::catalog::{CatalogError, CatalogSnapshot, Source, SourceStatus, StatusReason};
 use crate::cli::out::{Align, Out, Table};
 use crate::cli::settings::ReadSettings;
@@ -211,55 +211,12 @@ pub fn run(
 }
 
 fn report(s: &Source, opts: DecodeOptions) -> Result<Report<'_>, CatalogError> {
-    // Sources that failed sniffing are decoded again when their format is
-    // known, for a precise error position.
-    let unread =
-        s.status == SourceStatus::Error && s.format == crate::formats::SourceFormat::Unknown;
-    if unread {
-        return Ok(Report {
-            source: s,
-            status: s.status,
-            reason: s.reason.clone(),
-            read: SourceRead::default(),
-            counted: false,
-        });
-    }
-    match read_source(s, opts, &mut |_| {}) {
-        Ok(read) => {
-            let first = read.diagnostics.iter().find(|d| d.degrades());
-            let (status, reason) = match first {
-                Some(d) => {
-                    let more = read.diagnostics.iter().filter(|d| d.degrades()).count();
-                    let suffix = if more > 1 {
-                        format!(" (+{} more)", more - 1)
-                    } else {
-                        String::new()
-                    };
-                    (
-                        SourceStatus::Degraded,
-                        Some(StatusReason::new(
-                            d.code,
-                            format!("{}: {}{suffix}", d.pointer, d.message),
-                        )),
-                    )
-                }
-                None => (SourceStatus::Ready, None),
-            };
-            Ok(Report {
-                source: s,
-                status,
-                reason,
-                read,
-                counted: true,
-            })
-        }
-        Err(ReadFailure::Fatal(e)) => Err(e),
-        Err(ReadFailure::Source(e)) => Ok(Report {
-            source: s,
-            status: SourceStatus::Error,
-            reason: Some(StatusReason::new(e.code(), e.detail())),
-            read: SourceRead::default(),
-            counted: true,
-        }),
-    }
+    let a = crate::catalog::read::assess(s, opts)?;
+    Ok(Report {
+        source: s,
+        status: a.status,
+        reason: a.reason,
+        read: a.read,
+        counted: a.counted,
+    })
 }

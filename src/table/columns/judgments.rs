@@ -57,8 +57,6 @@ pub(super) static JUDGMENTS: &[Column] = &[
     col!("details", Json, true, "The whole result object", |r| {
         d::json_of(r.doc.task.as_ref().and_then(|t| t.result.as_ref()))
     }),
-];
-
-/// Name of a message kin    STORAGE_ORDINAL,
+    STORAGE_ORDINAL,
     ORIGIN_PATH,
 ];
