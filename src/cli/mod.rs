@@ -311,7 +311,8 @@ pub struct FindArgs {
     /// Return at most this many matches (more sets `truncated`).
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub max_results: u64,
-    /// Stop adding matches to the output beyond this many bytes.
+    /// Print at most this many bytes on stdout: trailing matches are dropped
+    /// until the result fits (more sets `truncated`).
     #[arg(long, value_name = "BYTES", default_value_t = 8 * 1024 * 1024)]
     pub max_output_bytes: u64,
     /// Fail when the search runs longer than this many seconds (index

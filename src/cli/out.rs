@@ -46,9 +46,8 @@ impl Out {
 
     /// Write one JSON document (pretty, newline-terminated).
     pub fn write_json<T: serde::Serialize + ?Sized>(&mut self, v: &T) -> Result<(), Error> {
-        let w = self.stdout();
-        serde_json::to_writer_pretty(&mut *w, v).map_err(|e| Error::Output(e.into()))?;
-        w.write_all(b"\n").map_err(Error::Output)
+        let bytes = json_bytes(v)?;
+        self.stdout().write_all(&bytes).map_err(Error::Output)
     }
 
     /// Write a table.
@@ -141,6 +140,15 @@ impl Out {
             shown: false,
         }
     }
+}
+
+/// The bytes [`Out::write_json`] prints for `v`, so a command can measure
+/// its result before printing it.
+pub fn json_bytes<T: serde::Serialize + ?Sized>(v: &T) -> Result<Vec<u8>, Error> {
+    let mut buf = Vec::new();
+    serde_json::to_writer_pretty(&mut buf, v).map_err(|e| Error::Output(e.into()))?;
+    buf.push(b'\n');
+    Ok(buf)
 }
 
 /// Print an error with its code to stderr, and as JSON on stdout in JSON mode.

@@ -247,3 +247,61 @@ fn issue_17_long_words_are_searchable() {
         assert_eq!(json(&o)["matches"].as_array().unwrap().len(), 1);
     }
 }
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// issue 18 (7): `find --max-output-bytes` bounds the bytes actually printed
+/// (the JSON is pretty-printed, the table has its own layout), cutting the
+/// match list until the output fits.
+#[test]
+fn issue_18_find_output_bound_counts_printed_bytes() {
+    let env = TestEnv::new();
+    env.example("data");
+    for format in ["json", "table"] {
+        let full = env
+            .cmd()
+            .args(["find", "data", "--match", "the", "--format", format])
+            .output()
+            .unwrap();
+        assert_eq!(full.status.code(), Some(0), "{}", stderr(&full));
+        let bound = full.stdout.len() / 2;
+        assert!(bound > 1000, "{format}: {} bytes", full.stdout.len());
+        let o = env
+            .cmd()
+            .args([
+                "find",
+                "data",
+                "--match",
+                "the",
+                "--format",
+                format,
+                "--max-output-bytes",
+                &bound.to_string(),
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(
+            o.stdout.len() <= bound,
+            "{format}: {} bytes printed under --max-output-bytes {bound}",
+            o.stdout.len()
+        );
+        // As many matches as fit are kept: the cut is not far below the bound.
+        assert!(o.stdout.len() * 3 > bound, "{format}: {}", o.stdout.len());
+        let e = stderr(&o);
+        assert!(
+            e.contains("warning[PC-FND-004]: output limit reached") && e.contains("truncated: true"),
+            "{e}"
+        );
+        if format == "json" {
+            let v = json(&o);
+            assert_eq!(v["truncated"], true);
+            assert!(!v["matches"].as_array().unwrap().is_empty(), "{v}");
+        } else {
+            let text = String::from_utf8_lossy(&o.stdout);
+            assert!(text.trim_end().ends_with("(truncated)"), "{text}");
+        }
+    }
+}
