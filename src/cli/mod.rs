@@ -558,6 +558,10 @@ pub struct LsArgs {
     /// List every file visited (members of stores, skipped files and why).
     #[arg(long)]
     pub physical: bool,
+    /// Fail when listing runs longer than this many seconds (checked between
+    /// directories and files).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    pub timeout: f64,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -571,6 +575,10 @@ pub struct StatusArgs {
     /// Largest single JSON document or line accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
     pub max_document_bytes: u64,
+    /// Fail when reading runs longer than this many seconds (checked between
+    /// Sources and before each file is opened).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    pub timeout: f64,
     #[command(flatten)]
     pub output: OutputArgs,
 }

@@ -160,6 +160,8 @@ pub enum CommandSettings {
         read: ReadSettings,
         /// Expand physical files.
         physical: bool,
+        /// Time bound.
+        timeout: std::time::Duration,
     },
     /// `query`
     Query(Box<QuerySettings>),
@@ -186,6 +188,8 @@ pub enum CommandSettings {
         read: ReadSettings,
         /// Largest document accepted.
         max_document_bytes: u64,
+        /// Time bound.
+        timeout: std::time::Duration,
     },
 }
 
@@ -328,6 +332,7 @@ impl Settings {
                 CommandSettings::Ls {
                     read: read_settings(&a.dataset, env, settings_path.as_deref())?,
                     physical: a.physical,
+                    timeout: read_timeout(a.timeout)?,
                 },
                 a.output.format,
             ),
@@ -342,6 +347,7 @@ impl Settings {
                     CommandSettings::Status {
                         read: read_settings(&a.dataset, env, settings_path.as_deref())?,
                         max_document_bytes: a.max_document_bytes,
+                        timeout: read_timeout(a.timeout)?,
                     },
                     a.output.format,
                 )
@@ -508,6 +514,7 @@ fn discovery(a: &DiscoveryArgs) -> Result<(DiscoveryLimits, bool), SettingsError
         DiscoveryLimits {
             max_files: a.max_files,
             max_entries: a.max_entries,
+            deadline: None,
         },
         a.errors == ErrorsArg::Strict,
     ))
@@ -544,6 +551,17 @@ fn read_settings(
         limits,
         strict,
     })
+}
+
+/// `--timeout` of `ls` and `status`: the range of `query` and `analysis`.
+fn read_timeout(seconds: f64) -> Result<std::time::Duration, SettingsError> {
+    if !(seconds.is_finite() && seconds > 0.0 && seconds <= 31_536_000.0) {
+        return Err(SettingsError::InvalidValue {
+            flag: "--timeout",
+            reason: "must be a number of seconds in (0, 31536000]".into(),
+        });
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
 }
 
 fn positive(flag: &'static str, v: u64) -> Result<u64, SettingsError> {

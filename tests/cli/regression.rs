@@ -305,3 +305,41 @@ fn issue_18_find_output_bound_counts_printed_bytes() {
         }
     }
 }
+
+/// issue 18 (7): `ls` and `status` take `--timeout` (the range of `query`),
+/// and fail with PC-CAT-015, printing nothing but the error, once it is over.
+#[test]
+fn issue_18_ls_and_status_take_a_timeout() {
+    let env = TestEnv::new();
+    env.example("data");
+    for cmd in ["ls", "status"] {
+        let o = env
+            .cmd()
+            .args([cmd, "data", "--timeout", "1e-9", "--format", "json"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", stderr(&o));
+        let v = json(&o);
+        assert_eq!(v["error"]["code"], "PC-CAT-015", "{cmd}: {v}");
+        assert!(v.get("sources").is_none(), "{cmd}: {v}");
+        assert!(
+            stderr(&o).contains("error[PC-CAT-015]: resource limit:"),
+            "{cmd}: {}",
+            stderr(&o)
+        );
+        for bad in ["0", "nan", "31536001"] {
+            let o = env
+                .cmd()
+                .args([cmd, "data", "--timeout", bad, "--format", "json"])
+                .output()
+                .unwrap();
+            assert_eq!(json(&o)["error"]["code"], "PC-CLI-003", "{cmd} {bad}");
+        }
+        let o = env
+            .cmd()
+            .args([cmd, "data", "--timeout", "600", "--format", "json"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{cmd}: {}", stderr(&o));
+    }
+}

@@ -424,6 +424,7 @@ fn collect_input(
     let limits = DiscoveryLimits {
         max_files: s.max_files,
         max_entries: s.max_files.saturating_mul(16),
+        deadline: None,
     };
     let sources: Vec<Source> = if single && matches!(s.input, ImportInput::Path(_)) {
         // One file: discover its directory and keep that file.

@@ -25,8 +25,17 @@ pub fn source_json(s: &Source) -> Value {
     })
 }
 
-pub fn run(read: &ReadSettings, physical: bool, out: &mut Out) -> Result<ExitStatus, Error> {
-    let snap = CatalogSnapshot::open(&read.dataset, read.limits, physical)?;
+pub fn run(
+    read: &ReadSettings,
+    physical: bool,
+    timeout: std::time::Duration,
+    out: &mut Out,
+) -> Result<ExitStatus, Error> {
+    let limits = crate::catalog::DiscoveryLimits {
+        deadline: Some(crate::catalog::Deadline::after(timeout)),
+        ..read.limits
+    };
+    let snap = CatalogSnapshot::open(&read.dataset, limits, physical)?;
     report_snapshot(out, &snap.snapshot_id);
     if read.strict {
         if let Some(s) = snap

@@ -17,11 +17,16 @@ use crate::error::Error;
 pub fn run(settings: &Settings, out: &mut Out) -> Result<ExitStatus, Error> {
     match &settings.command {
         CommandSettings::Default { set } => default::run(settings, set.as_deref(), out),
-        CommandSettings::Ls { read, physical } => ls::run(read, *physical, out),
+        CommandSettings::Ls {
+            read,
+            physical,
+            timeout,
+        } => ls::run(read, *physical, *timeout, out),
         CommandSettings::Status {
             read,
             max_document_bytes,
-        } => status::run(read, *max_document_bytes, out),
+            timeout,
+        } => status::run(read, *max_document_bytes, *timeout, out),
         CommandSettings::Query(q) => query::run(q, out),
         CommandSettings::Import(s) => import::run(s, out),
         CommandSettings::Export(s) => export::run(s, out),

@@ -8,7 +8,9 @@ use serde_json::json;
 use super::ls::source_json;
 use super::report_snapshot;
 use crate::catalog::read::{read_source, ReadFailure, SourceCounts, SourceRead};
-use crate::catalog::{CatalogError, CatalogSnapshot, Source, SourceStatus, StatusReason};
+use crate::catalog::{
+    CatalogError, CatalogSnapshot, Deadline, DiscoveryLimits, Source, SourceStatus, StatusReason,
+};
 use crate::cli::out::{Align, Out, Table};
 use crate::cli::settings::ReadSettings;
 use crate::cli::ExitStatus;
@@ -27,9 +29,15 @@ struct Report<'a> {
 pub fn run(
     read: &ReadSettings,
     max_document_bytes: u64,
+    timeout: std::time::Duration,
     out: &mut Out,
 ) -> Result<ExitStatus, Error> {
-    let snap = CatalogSnapshot::open(&read.dataset, read.limits, false)?;
+    let deadline = Deadline::after(timeout);
+    let limits = DiscoveryLimits {
+        deadline: Some(deadline),
+        ..read.limits
+    };
+    let snap = CatalogSnapshot::open(&read.dataset, limits, false)?;
     let opts = DecodeOptions {
         max_document_bytes,
         projection: crate::formats::atif::Projection::Skeleton,
@@ -42,6 +50,9 @@ pub fn run(
         snap.sources
             .par_iter()
             .map(|s| {
+                // Checked before each Source: one read in progress is
+                // finished, no new one starts past the deadline.
+                deadline.check()?;
                 let r = report(s, opts);
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                 if let Ok(mut p) = progress.try_lock() {
@@ -58,6 +69,7 @@ pub fn run(
     for r in results {
         reports.push(r?);
     }
+    deadline.check()?;
     report_snapshot(out, &snap.snapshot_id);
     for (p, e) in &snap.discovery_errors {
         out.warn("PC-CAT-009", &format!("cannot read `{p}`: {e}"));
