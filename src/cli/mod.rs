@@ -602,7 +602,7 @@ pub fn run_with_args<I: IntoIterator<Item = OsString>>(args: I) -> ExitStatus {
                 &cli,
                 std::io::IsTerminal::is_terminal(&std::io::stdout()),
             );
-            out::report_error(&err, json);
+            out::report_error(&err, json, &out::ErrorContext::default());
             return ExitStatus::Error;
         }
     };
@@ -625,7 +625,7 @@ pub fn run_with_args<I: IntoIterator<Item = OsString>>(args: I) -> ExitStatus {
         Err(e) if e.is_broken_pipe() => ExitStatus::Success,
         Err(e) => {
             out.discard();
-            out::report_error(&e, out.json());
+            out::report_error(&e, out.json(), &out.error_context());
             ExitStatus::Error
         }
     }

@@ -193,6 +193,29 @@ pub enum CommandSettings {
     },
 }
 
+impl CommandSettings {
+    /// The one Dataset the command reads or creates, as error objects name
+    /// it (`None` for `default`, `serve`, and `query` over several mounts).
+    pub fn dataset_uri(&self) -> Option<String> {
+        match self {
+            CommandSettings::Ls { read, .. } | CommandSettings::Status { read, .. } => {
+                Some(read.dataset.to_string())
+            }
+            CommandSettings::Query(q) => match q.mounts.as_slice() {
+                [(_, uri)] => Some(uri.to_string()),
+                _ => None,
+            },
+            CommandSettings::Find(f) => Some(f.dataset.to_string()),
+            CommandSettings::Export(e) => Some(e.dataset.to_string()),
+            CommandSettings::Import(i) => Some(match &i.s3_target {
+                Some(uri) => uri.to_string(),
+                None => i.target.display().to_string(),
+            }),
+            CommandSettings::Default { .. } | CommandSettings::Serve { .. } => None,
+        }
+    }
+}
+
 /// Everything a command needs, frozen before it runs.
 #[derive(Debug, Clone)]
 pub struct Settings {

@@ -343,3 +343,54 @@ fn issue_18_ls_and_status_take_a_timeout() {
         assert_eq!(o.status.code(), Some(0), "{cmd}: {}", stderr(&o));
     }
 }
+
+/// issue 18 (7): CLI JSON error objects carry `dataset_uri` and
+/// `snapshot_id` once the command knows them (as the REST errors do), and
+/// `null` before.
+#[test]
+fn issue_18_json_errors_name_dataset_and_snapshot() {
+    let env = TestEnv::new();
+    env.example("data");
+    // A truncated file: `status --errors strict` fails on it.
+    env.write("data/bad.json", "{\"schema_version\": ");
+    let ls = json(
+        &env.cmd()
+            .args(["ls", "data", "--format", "json"])
+            .output()
+            .unwrap(),
+    );
+    let (uri, snap) = (&ls["dataset_uri"], &ls["snapshot_id"]);
+    assert!(uri.is_string() && snap.is_string(), "{ls}");
+    // Failures after the snapshot was pinned name it.
+    env.write("out.jsonl", "x");
+    for args in [
+        &["export", "--from", "data", "--format", "storyline", "--output", "out.jsonl"][..],
+        &["query", "data", "SELECT no_such_column FROM runs", "--format", "jsonl"][..],
+        &["status", "data", "--errors", "strict", "--format", "json"][..],
+    ] {
+        let o = env.cmd().args(args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let e = &json(&o)["error"];
+        assert_eq!(&e["dataset_uri"], uri, "{args:?}: {e}");
+        assert_eq!(&e["snapshot_id"], snap, "{args:?}: {e}");
+    }
+    // Discovery failed: the Dataset is known, no snapshot.
+    let o = env
+        .cmd()
+        .args(["ls", "data", "--max-files", "1", "--format", "json"])
+        .output()
+        .unwrap();
+    let e = &json(&o)["error"];
+    assert_eq!(e["code"], "PC-CAT-006");
+    assert_eq!(&e["dataset_uri"], uri, "{e}");
+    assert!(e["snapshot_id"].is_null(), "{e}");
+    // Refused while the command line is resolved: neither.
+    let o = env
+        .cmd()
+        .args(["ls", "data", "--max-files", "0", "--format", "json"])
+        .output()
+        .unwrap();
+    let e = &json(&o)["error"];
+    assert_eq!(e["code"], "PC-CLI-003");
+    assert!(e["dataset_uri"].is_null() && e["snapshot_id"].is_null(), "{e}");
+}

@@ -50,7 +50,7 @@ impl ExportError {
 /// Run the command.
 pub fn run(s: &ExportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
     let snap = CatalogSnapshot::open(&s.dataset, s.limits, false)?;
-    out.info(&format!("snapshot_id: {}", snap.snapshot_id));
+    super::report_snapshot(out, &snap);
     if let Some(src) = &s.source {
         if !snap.sources.iter().any(|x| &x.source_path == src) {
             return Err(CatalogError::UnknownSource {

@@ -25,7 +25,7 @@ pub fn run(s: &FindSettings, out: &mut Out) -> Result<ExitStatus, Error> {
         s.max_document_bytes,
     )?;
     let snap = &mounts.mounts()[0].snapshot;
-    report_snapshot(out, &snap.snapshot_id);
+    report_snapshot(out, snap);
     if s.strict {
         if let Some(x) = snap
             .sources

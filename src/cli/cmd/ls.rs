@@ -36,7 +36,7 @@ pub fn run(
         ..read.limits
     };
     let snap = CatalogSnapshot::open(&read.dataset, limits, physical)?;
-    report_snapshot(out, &snap.snapshot_id);
+    report_snapshot(out, &snap);
     if read.strict {
         if let Some(s) = snap
             .sources

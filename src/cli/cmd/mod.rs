@@ -60,9 +60,11 @@ pub fn run(settings: &Settings, out: &mut Out) -> Result<ExitStatus, Error> {
     }
 }
 
-/// Print the snapshot line every read command writes to stderr.
-fn report_snapshot(out: &Out, snapshot_id: &str) {
-    out.info(&format!("snapshot_id: {snapshot_id}"));
+/// Print the snapshot line every read command writes to stderr, and keep
+/// the snapshot for an error object.
+fn report_snapshot(out: &Out, snap: &crate::catalog::CatalogSnapshot) {
+    out.remember_snapshot(&snap.dataset.to_string(), &snap.snapshot_id);
+    out.info(&format!("snapshot_id: {}", snap.snapshot_id));
 }
 
 /// Human-readable byte size.

@@ -38,6 +38,9 @@ pub fn run(
         ..read.limits
     };
     let snap = CatalogSnapshot::open(&read.dataset, limits, false)?;
+    // The snapshot line waits for the progress display; an error while
+    // reading still names the snapshot.
+    out.remember_snapshot(&snap.dataset.to_string(), &snap.snapshot_id);
     let opts = DecodeOptions {
         max_document_bytes,
         projection: crate::formats::atif::Projection::Skeleton,
@@ -70,7 +73,7 @@ pub fn run(
         reports.push(r?);
     }
     deadline.check()?;
-    report_snapshot(out, &snap.snapshot_id);
+    report_snapshot(out, &snap);
     for (p, e) in &snap.discovery_errors {
         out.warn("PC-CAT-009", &format!("cannot read `{p}`: {e}"));
     }
