@@ -24,7 +24,8 @@ pub const OPENAPI: &str = include_str!("../../assets/openapi.json");
 pub const PAGE_TEXT_CHARS: usize = 2000;
 
 /// JSON-typed columns, returned parsed.
-const JSON_COLUMNS: [&str; 17] = [
+const JSON_COLUMNS: [&str; 18] = [
+    "capabilities",
     "metrics",
     "extra",
     "message_json",

@@ -394,3 +394,52 @@ fn issue_18_json_errors_name_dataset_and_snapshot() {
     assert_eq!(e["code"], "PC-CLI-003");
     assert!(e["dataset_uri"].is_null() && e["snapshot_id"].is_null(), "{e}");
 }
+
+/// issue 18 (7): the `sources` relation has `capabilities` (JSON text, the
+/// same object `ls` prints), and DESCRIBE calls it JSON.
+#[test]
+fn issue_18_sources_relation_has_capabilities() {
+    let env = TestEnv::new();
+    env.example("data");
+    let o = env
+        .cmd()
+        .args([
+            "query",
+            "data",
+            "SELECT source_path, capabilities FROM sources ORDER BY source_path",
+            "--format",
+            "jsonl",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let ls = json(
+        &env.cmd()
+            .args(["ls", "data", "--format", "json"])
+            .output()
+            .unwrap(),
+    );
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let sources = ls["sources"].as_array().unwrap();
+    assert_eq!(rows.len(), sources.len());
+    for (row, src) in rows.iter().zip(sources) {
+        assert_eq!(row["source_path"], src["source_path"]);
+        let caps: serde_json::Value =
+            serde_json::from_str(row["capabilities"].as_str().unwrap()).unwrap();
+        assert_eq!(caps, src["capabilities"], "{row}");
+    }
+    let o = env
+        .cmd()
+        .args(["query", "data", "DESCRIBE sources", "--format", "jsonl"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("\"capabilities\""))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("\"JSON\""), "{line}");
+}
