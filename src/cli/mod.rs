@@ -237,7 +237,7 @@ pub struct ServeArgs {
     /// Mirror Gateway dispatch and capture diagnostics to stderr, with
     /// request and response bodies cut to 2 KiB (not for regular production
     /// use: bodies may hold private data).
-    #[arg(long, alias = "gateway-debug", requires = "gateway")]
+    #[arg(long, visible_alias = "gateway-debug", requires = "gateway")]
     pub debug: bool,
 }
 
@@ -284,11 +284,12 @@ pub enum AnalysisReportArg {
 #[derive(Debug, Args)]
 #[allow(missing_docs)]
 pub struct FindArgs {
-    #[command(flatten)]
-    pub dataset: DatasetArgs,
+    // First, so that `find --help` lists it first.
     /// A find expression (repeatable; all must hold). At most 4096 bytes each.
     #[arg(long = "match", value_name = "EXPRESSION")]
     pub matches: Vec<String>,
+    #[command(flatten)]
+    pub dataset: DatasetArgs,
     /// Search this table; an expression that needs the other one is refused.
     /// Default: inferred from the expression (text → steps, JSON → runs).
     #[arg(long, value_enum)]
@@ -328,6 +329,35 @@ pub struct FindArgs {
     pub max_document_bytes: u64,
     #[command(flatten)]
     pub output: OutputArgs,
+    // The flags of the search before --match (RFC-0012): accepted by the
+    // parser only to be refused with a message that names --match.
+    /// Removed: full-text terms go in --match.
+    #[arg(
+        long,
+        hide = true,
+        value_name = "TEXT",
+        num_args = 0..=1,
+        default_missing_value = ""
+    )]
+    pub fts: Option<String>,
+    /// Removed: JSON conditions go in --match.
+    #[arg(
+        long,
+        hide = true,
+        value_name = "EXPR",
+        num_args = 0..=1,
+        default_missing_value = ""
+    )]
+    pub jsonb: Option<String>,
+    /// Removed: the expression goes in --match.
+    #[arg(
+        long,
+        hide = true,
+        value_name = "EXPR",
+        num_args = 0..=1,
+        default_missing_value = ""
+    )]
+    pub query: Option<String>,
 }
 
 /// `--scope runs|steps`

@@ -848,6 +848,33 @@ fn find_settings(
     settings_path: Option<&Path>,
 ) -> Result<FindSettings, SettingsError> {
     use crate::find::{exec::Identity, scope, FindError};
+    // Upgrades come with explicit errors: the flags of the earlier search
+    // are refused with the --match form that replaces them.
+    for (flag, given, instead) in [
+        (
+            "--fts",
+            &a.fts,
+            "full-text terms are words or \"quoted phrases\" in --match, e.g. --match 'timeout retry'",
+        ),
+        (
+            "--jsonb",
+            &a.jsonb,
+            "JSON conditions are --match terms, e.g. --match '$.priority >= 2' or --match '#json.metrics(\"$.score\") >= 0.9'",
+        ),
+        (
+            "--query",
+            &a.query,
+            "the whole expression is a --match value, e.g. --match 'timeout AND #user(retry)'",
+        ),
+    ] {
+        if given.is_some() {
+            return Err(SettingsError::Find(FindError::InvalidArgument {
+                message: format!(
+                    "{flag} is no longer accepted; use --match: {instead} (see docs/find.md)"
+                ),
+            }));
+        }
+    }
     let (limits, strict) = discovery(&a.dataset.discovery)?;
     let dataset = match &a.dataset.dataset {
         Some(u) => DatasetUri::parse(u, &env.cwd)?,

@@ -443,3 +443,52 @@ fn issue_18_sources_relation_has_capabilities() {
         .unwrap_or_else(|| panic!("{text}"));
     assert!(line.contains("\"JSON\""), "{line}");
 }
+
+/// issue 18 (8): the flags of the search before `--match` are refused with a
+/// find error that names `--match`, not clap's "use -- --fts".
+#[test]
+fn issue_18_legacy_find_flags_name_match() {
+    let env = TestEnv::new();
+    env.example("data");
+    for args in [
+        &["--fts", "timeout"][..],
+        &["--fts"][..],
+        &["--jsonb", "$.priority >= 2"][..],
+        &["--query", "timeout"][..],
+    ] {
+        let o = env
+            .cmd()
+            .args(["find", "data", "--format", "json"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let e = &json(&o)["error"];
+        assert_eq!(e["code"], "PC-FND-002", "{args:?}: {e}");
+        let msg = e["message"].as_str().unwrap();
+        assert!(
+            msg.contains(args[0]) && msg.contains("--match") && !msg.contains("-- --"),
+            "{msg}"
+        );
+        assert!(stderr(&o).contains("error[PC-FND-002]"), "{}", stderr(&o));
+    }
+}
+
+/// issue 18 (8): `--match` is the first option of `find --help`, and
+/// `serve --help` lists `--gateway-debug`.
+#[test]
+fn issue_18_help_lists_match_first_and_gateway_debug() {
+    let env = TestEnv::new();
+    let o = env.cmd().args(["find", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    let first = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Options:"))
+        .find(|l| l.trim_start().starts_with('-'))
+        .unwrap_or_default();
+    assert!(first.contains("--match <EXPRESSION>"), "{text}");
+    assert!(!text.contains("--fts") && !text.contains("--jsonb"), "{text}");
+    let o = env.cmd().args(["serve", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("--gateway-debug"), "{text}");
+}
