@@ -492,3 +492,34 @@ fn issue_18_help_lists_match_first_and_gateway_debug() {
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("--gateway-debug"), "{text}");
 }
+
+/// issue 18 (8): the find table for an unavailable full-text index says so
+/// instead of `(0 matches)`.
+#[test]
+fn issue_18_find_table_names_an_unavailable_index() {
+    let env = TestEnv::new();
+    env.example("data");
+    let o = env
+        .cmd()
+        .env("PCHRONICLE_CACHE_DIR", env.path().join("cache"))
+        .args([
+            "find",
+            "data",
+            "--match",
+            "timeout",
+            "--no-build-index",
+            "--format",
+            "table",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let last = text.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("(full-text index unavailable: ") && last.ends_with(')'),
+        "{text}"
+    );
+    assert!(!text.contains("(0 matches)"), "{text}");
+    assert!(stderr(&o).contains("error[PC-FND-003]"), "{}", stderr(&o));
+}

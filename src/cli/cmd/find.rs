@@ -301,10 +301,22 @@ impl Page<'_> {
             row.push(h.preview.clone());
             t.row(row);
         }
-        if n == 0 && !truncated {
-            t.footer("(0 matches)");
-        } else if truncated {
-            t.footer("(truncated)");
+        // An index that could not be used is named: an empty table is then
+        // not "no match".
+        let mut footer = Vec::new();
+        if truncated {
+            footer.push("truncated".to_string());
+        }
+        if !self.fts_available {
+            footer.push(format!(
+                "full-text index unavailable: {}",
+                crate::util::text::escape_control(self.reason.unwrap_or("unknown reason"))
+            ));
+        } else if n == 0 && !truncated {
+            footer.push("0 matches".to_string());
+        }
+        if !footer.is_empty() {
+            t.footer(format!("({})", footer.join("; ")));
         }
         let mut text = t.render();
         for note in self.notes {
