@@ -523,3 +523,34 @@ fn issue_18_find_table_names_an_unavailable_index() {
     assert!(!text.contains("(0 matches)"), "{text}");
     assert!(stderr(&o).contains("error[PC-FND-003]"), "{}", stderr(&o));
 }
+
+/// issue 18 (8): query and analysis tables print floats at a readable
+/// precision (`0.3`, not `0.30000000000000004`); JSON Lines and CSV keep
+/// every digit.
+#[test]
+fn issue_18_table_floats_are_rounded_for_display() {
+    let env = TestEnv::new();
+    env.example("data");
+    let sql = "SELECT CAST(0.1 AS DOUBLE) + CAST(0.2 AS DOUBLE) AS x, CAST(0.013 AS DOUBLE) / 4 AS y";
+    let run = |format: &str| {
+        let o = env
+            .cmd()
+            .args(["query", "data", sql, "--format", format])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{format}: {}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let table = run("table");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["0.3", "0.00325"]),
+        "{table}"
+    );
+    let jsonl = run("jsonl");
+    let row: serde_json::Value = serde_json::from_str(jsonl.trim()).unwrap();
+    assert_eq!(row["x"].as_f64(), Some(0.1_f64 + 0.2_f64), "{jsonl}");
+    let csv = run("csv");
+    assert!(csv.contains("0.30000000000000004"), "{csv}");
+}
