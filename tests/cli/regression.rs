@@ -554,3 +554,129 @@ fn issue_18_table_floats_are_rounded_for_display() {
     let csv = run("csv");
     assert!(csv.contains("0.30000000000000004"), "{csv}");
 }
+
+/// A `pchronicle serve` of the Dataset `data` in the test directory, killed
+/// when dropped.
+struct Served {
+    child: std::process::Child,
+    addr: String,
+}
+
+impl Served {
+    fn start(env: &TestEnv) -> Served {
+        use std::io::BufRead as _;
+        env.write(
+            "warehouse.toml",
+            "[[datasets]]\nname = \"evals\"\nuri = \"data\"\n",
+        );
+        let mut child = env
+            .cmd()
+            .args(["serve", "--config", "warehouse.toml", "--listen", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if let Some(url) = line.strip_prefix("listening: ") {
+                    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+                    let _ = tx.send(addr.to_string());
+                }
+            }
+        });
+        let served = |addr| Served { child, addr };
+        match rx.recv_timeout(std::time::Duration::from_secs(120)) {
+            Ok(addr) => served(addr),
+            Err(_) => {
+                drop(served(String::new()));
+                panic!("the server did not start");
+            }
+        }
+    }
+
+    /// GET `path` over HTTP/1.0 (no chunked body): (status, JSON body).
+    fn get(&self, path: &str) -> (u16, serde_json::Value) {
+        use std::io::{Read as _, Write as _};
+        let mut s = std::net::TcpStream::connect(&self.addr).unwrap();
+        write!(s, "GET {path} HTTP/1.0\r\nHost: {}\r\n\r\n", self.addr).unwrap();
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).unwrap();
+        let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+        let body = serde_json::from_slice(&raw[end + 4..])
+            .unwrap_or_else(|e| panic!("{path}: not JSON ({e}): {head}"));
+        (status, body)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Percent-encoding of a query parameter value.
+fn pct(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// issue 18 (8): the web find route honours `step_id`, and needs
+/// `session_id` with it, as the command does.
+#[test]
+fn issue_18_web_find_honours_step_id() {
+    let env = TestEnv::new();
+    env.example("data");
+    // A step to look up, and the steps of its session, from the command.
+    let hits = json(
+        &env.cmd()
+            .args(["find", "data", "--match", "the", "--format", "json"])
+            .output()
+            .unwrap(),
+    );
+    let hit = hits["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["session_id"].is_string() && m["step_id"].is_i64())
+        .unwrap_or_else(|| panic!("{hits}"))
+        .clone();
+    let (source, session) = (
+        hit["source_path"].as_str().unwrap(),
+        hit["session_id"].as_str().unwrap(),
+    );
+    let step = hit["step_id"].as_i64().unwrap();
+    let served = Served::start(&env);
+    let base = format!(
+        "/api/v1/datasets/evals/find?scope=steps&source={}&session_id={}",
+        pct(source),
+        pct(session)
+    );
+    let (status, all) = served.get(&base);
+    assert_eq!(status, 200, "{all}");
+    let (status, one) = served.get(&format!("{base}&step_id={step}"));
+    assert_eq!(status, 200, "{one}");
+    let matches = one["matches"].as_array().unwrap();
+    assert!(!matches.is_empty(), "{one}");
+    assert!(matches.iter().all(|m| m["step_id"] == step), "{one}");
+    assert!(
+        all["total"].as_u64().unwrap() > one["total"].as_u64().unwrap(),
+        "the session has one step only: {all}"
+    );
+    let (status, e) = served.get(&format!("/api/v1/datasets/evals/find?step_id={step}"));
+    assert_eq!((status, e["error"]["code"].as_str()), (400, Some("PC-FND-002")), "{e}");
+    let (status, e) = served.get(&format!("{base}&step_id=seven"));
+    assert_eq!((status, e["error"]["code"].as_str()), (400, Some("PC-WEB-006")), "{e}");
+}
