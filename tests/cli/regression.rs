@@ -680,3 +680,46 @@ fn issue_18_web_find_honours_step_id() {
     let (status, e) = served.get(&format!("{base}&step_id=seven"));
     assert_eq!((status, e["error"]["code"].as_str()), (400, Some("PC-WEB-006")), "{e}");
 }
+
+/// Hidden import leftovers (lock file, staging, spooled input) in `dir`.
+fn import_leftovers(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".pchronicle-"))
+        .collect()
+}
+
+/// issue 18 (8): a broken stdin import fails with its own import error that
+/// names stdin, not with a suggestion of `--errors strict` (import has none).
+#[test]
+fn issue_18_broken_stdin_import_names_stdin() {
+    use std::io::Write as _;
+    let env = TestEnv::new();
+    let mut child = env
+        .cmd()
+        .args([
+            "import", "--from", "-", "--stream", "--format", "atif", "--output", "s",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"<html>not a trajectory</html>\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = &json(&o)["error"];
+    assert_eq!(e["code"], "PC-IMP-010", "{e}");
+    let msg = e["message"].as_str().unwrap();
+    assert!(msg.starts_with("stdin "), "{msg}");
+    assert!(!msg.contains("--errors"), "{msg}");
+    assert!(!stderr(&o).contains("--errors"), "{}", stderr(&o));
+    assert!(!env.path().join("s").exists());
+    assert!(import_leftovers(env.path()).is_empty());
+}

@@ -60,6 +60,18 @@ pub enum ImportError {
         /// What was asked for.
         expected: &'static str,
     },
+    /// An input file, or stdin, is not a trajectory file that can be read.
+    #[error("{input} is not a readable trajectory file: [{reason_code}] {reason}")]
+    Unreadable {
+        /// `stdin`, or the file in backticks.
+        input: String,
+        /// The file's path relative to the input (None for stdin).
+        source_path: Option<String>,
+        /// The code of the underlying problem.
+        reason_code: &'static str,
+        /// Sanitised reason.
+        reason: String,
+    },
     /// The input is larger than `--max-input-bytes`.
     #[error("the input is larger than {0} bytes (--max-input-bytes)")]
     TooLarge(u64),
@@ -92,6 +104,15 @@ impl ImportError {
             ImportError::StoreInput(_) => "PC-IMP-007",
             ImportError::Io(_) => "PC-IMP-008",
             ImportError::Store { code, .. } => code,
+            ImportError::Unreadable { .. } => "PC-IMP-010",
+        }
+    }
+
+    /// The input file concerned, when there is one.
+    pub fn source_path(&self) -> Option<&str> {
+        match self {
+            ImportError::Unreadable { source_path, .. } => source_path.as_deref(),
+            _ => None,
         }
     }
 }
@@ -460,10 +481,17 @@ fn collect_input(
             return Err(ImportError::StoreInput(src.source_path.clone()).into());
         }
         if src.status == SourceStatus::Error && src.format == SourceFormat::Unknown {
+            // Import has no --errors: a file it cannot identify is its own
+            // error, named after the input the user gave.
             let r = src.reason.clone();
-            return Err(CatalogError::StrictSource {
-                source_path: src.source_path.clone(),
-                status: "error",
+            let stdin = s.input == ImportInput::Stdin;
+            return Err(ImportError::Unreadable {
+                input: if stdin {
+                    "stdin".to_string()
+                } else {
+                    format!("`{}`", src.source_path)
+                },
+                source_path: (!stdin).then(|| src.source_path.clone()),
                 reason_code: r.as_ref().map_or("PC-FMT-001", |r| r.code),
                 reason: r.map_or_else(String::new, |r| r.message),
             }
