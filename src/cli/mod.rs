@@ -128,7 +128,8 @@ pub enum Command {
     /// hidden staging directory beside the target, validated, and published
     /// by one atomic rename; a failure or an interruption leaves no target.
     /// One input format per call: a directory with `--format auto` must hold
-    /// files of one format. Reading stdin (`--from -`) needs `--stream` and an
+    /// files of one format, and an explicit `--format` skips the files of
+    /// other formats. Reading stdin (`--from -`) needs `--stream` and an
     /// explicit `--format`. Prints a JSON report.
     Import(ImportArgs),
     /// Write complete trajectories of a Dataset in an exchange format.
@@ -435,7 +436,8 @@ pub struct ImportArgs {
     /// Warehouse named after the input.
     #[arg(long, short = 'o', value_name = "URI")]
     pub output: Option<String>,
-    /// Input format (auto: detected by content; all files must agree).
+    /// Input format (auto: detected by content; all files must agree). An
+    /// explicit format imports the files of that format and skips the others.
     #[arg(long, value_enum, default_value_t = InputFormatArg::Auto)]
     pub format: InputFormatArg,
     /// Read stdin to end of file (required with `--from -`).

@@ -723,3 +723,67 @@ fn issue_18_broken_stdin_import_names_stdin() {
     assert!(!env.path().join("s").exists());
     assert!(import_leftovers(env.path()).is_empty());
 }
+
+/// issue 18 (9): with an explicit `--format`, a mixed folder imports the
+/// files of that format and lists the others (a warning each, exit 0); with
+/// `--format auto` it is still refused, with a hint naming the formats found.
+#[test]
+fn issue_18_mixed_folder_imports_the_declared_format() {
+    let env = TestEnv::new();
+    let data = env.example("data");
+    let mixed = data.join("DeepLink-org__Persisting");
+    let mixed = mixed.to_str().unwrap();
+    let o = env
+        .cmd()
+        .args(["import", "--from", mixed, "--output", "auto"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = &json(&o)["error"];
+    assert_eq!(e["code"], "PC-IMP-004", "{e}");
+    let msg = e["message"].as_str().unwrap();
+    for part in [
+        "2 atif files",
+        "2 actf files",
+        "2 openai-messages files",
+        "`--format atif`",
+        "`--format actf`",
+        "`--format openai-messages`",
+    ] {
+        assert!(msg.contains(part), "{part}: {msg}");
+    }
+    assert!(!env.path().join("auto").exists());
+
+    let o = env
+        .cmd()
+        .args(["import", "--from", mixed, "--output", "actf", "--format", "actf"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = json(&o);
+    assert_eq!(r["format"], "actf");
+    assert_eq!(r["imported_files"], 2, "{r}");
+    assert_eq!(r["skipped_files"], 4, "{r}");
+    let skipped = r["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 4, "{r}");
+    for x in skipped {
+        assert!(
+            x["path"].is_string() && ["atif", "openai-messages"].contains(&x["format"].as_str().unwrap()),
+            "{x}"
+        );
+    }
+    let e = stderr(&o);
+    let lines: Vec<&str> = e
+        .lines()
+        .filter(|l| l.starts_with("warning[PC-IMP-005]: skipped "))
+        .collect();
+    assert_eq!(lines.len(), 4, "{e}");
+    let st = json(
+        &env.cmd()
+            .args(["status", "actf", "--format", "json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(st["totals"]["trajectories"], 2, "{st}");
+    assert!(import_leftovers(env.path()).is_empty());
+}

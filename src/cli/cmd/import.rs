@@ -39,7 +39,7 @@ pub enum ImportError {
     #[error("no trajectory files found in `{0}`")]
     NoInput(String),
     /// Files of several formats under `--format auto`.
-    #[error("one format per import: `{first}` is {first_format} but `{other}` is {other_format}; import them separately or pass --format")]
+    #[error("one format per import: `{first}` is {first_format} but `{other}` is {other_format} (the input holds {formats}); pass {choices} to import the files of that format and skip the others, or import them separately")]
     MixedFormats {
         /// A file of the first format.
         first: String,
@@ -49,6 +49,10 @@ pub enum ImportError {
         other: String,
         /// Its format.
         other_format: &'static str,
+        /// Every format found, with its file count.
+        formats: String,
+        /// The `--format` values that would import a part.
+        choices: String,
     },
     /// A file is not of the declared format.
     #[error("`{file}` is {found}, not {expected} (--format {expected})")]
@@ -244,7 +248,25 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
         dir: spool_dir.clone(),
         armed: true,
     };
-    let (sources, format, input_bytes) = collect_input(s, &spool_dir)?;
+    let Input {
+        sources,
+        format,
+        bytes: input_bytes,
+        skipped,
+    } = collect_input(s, &spool_dir)?;
+    let mut skipped_warnings = Vec::with_capacity(skipped.len());
+    for x in &skipped {
+        let message = format!(
+            "skipped {}: it is {}, not {} (--format {})",
+            x.path,
+            x.format.name(),
+            format.name(),
+            format.name()
+        );
+        out.warn("PC-IMP-005", &message);
+        skipped_warnings
+            .push(json!({"code": "PC-IMP-005", "source_path": x.path, "message": message}));
+    }
     out.info(&format!(
         "importing {} {} file{} ({:.1} MB)",
         sources.len(),
@@ -368,6 +390,8 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
             .trim_start(),
         );
     }
+    // Printed when they were found; reported with the others.
+    warnings.extend(skipped_warnings);
     let elapsed = started.elapsed();
     out.info(&format!(
         "created {} ({} {}, {} steps) in {:.1}s, {:.1} MB/s",
@@ -386,6 +410,9 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
         "dataset_uri": dataset_uri,
         "format": format.name(),
         "sources": sources.iter().map(|s| s.source_path.clone()).collect::<Vec<_>>(),
+        "imported_files": sources.len(),
+        "skipped_files": skipped.len(),
+        "skipped": skipped.iter().map(|x| json!({"path": x.path, "format": x.format.name()})).collect::<Vec<_>>(),
         "trajectories": summary.trajectories,
         "steps": summary.steps,
         "tool_calls": summary.tool_calls,
@@ -416,10 +443,7 @@ fn publish_error(e: crate::store::publish::PublishError) -> Error {
 }
 
 /// Find the input files and their one format.
-fn collect_input(
-    s: &ImportSettings,
-    spool_dir: &Path,
-) -> Result<(Vec<Source>, SourceFormat, u64), Error> {
+fn collect_input(s: &ImportSettings, spool_dir: &Path) -> Result<Input, Error> {
     let (root, single) = match &s.input {
         ImportInput::Stdin => {
             std::fs::create_dir_all(spool_dir).map_err(|e| ImportError::Io(e.to_string()))?;
@@ -475,7 +499,6 @@ fn collect_input(
     if sources.is_empty() {
         return Err(ImportError::NoInput(root.display().to_string()).into());
     }
-    let mut total = 0u64;
     for src in &sources {
         if src.kind == crate::catalog::SourceKind::Store {
             return Err(ImportError::StoreInput(src.source_path.clone()).into());
@@ -497,38 +520,97 @@ fn collect_input(
             }
             .into());
         }
-        total += src.size;
     }
-    if total > s.max_input_bytes {
-        return Err(ImportError::TooLarge(s.max_input_bytes).into());
-    }
-    let format = match s.format {
+    let (format, sources, skipped) = match s.format {
+        // An explicit format picks its files out of a mixed input; the
+        // others are listed, not read.
         Some(f) => {
-            for src in &sources {
-                if src.format != f {
-                    return Err(ImportError::WrongFormat {
-                        file: src.source_path.clone(),
-                        found: src.format.name(),
-                        expected: f.name(),
-                    }
-                    .into());
+            let (kept, other): (Vec<Source>, Vec<Source>) =
+                sources.into_iter().partition(|x| x.format == f);
+            if kept.is_empty() {
+                let first = &other[0];
+                return Err(ImportError::WrongFormat {
+                    file: first.source_path.clone(),
+                    found: first.format.name(),
+                    expected: f.name(),
                 }
+                .into());
             }
-            f
+            let skipped = other
+                .into_iter()
+                .map(|x| Skipped {
+                    path: x.source_path,
+                    format: x.format,
+                })
+                .collect();
+            (f, kept, skipped)
         }
         None => {
             let first = &sources[0];
             if let Some(other) = sources.iter().find(|x| x.format != first.format) {
+                let (formats, choices) = format_counts(&sources);
                 return Err(ImportError::MixedFormats {
                     first: first.source_path.clone(),
                     first_format: first.format.name(),
                     other: other.source_path.clone(),
                     other_format: other.format.name(),
+                    formats,
+                    choices,
                 }
                 .into());
             }
-            first.format
+            (first.format, sources, Vec::new())
         }
     };
-    Ok((sources, format, total))
+    let total: u64 = sources.iter().map(|x| x.size).sum();
+    if total > s.max_input_bytes {
+        return Err(ImportError::TooLarge(s.max_input_bytes).into());
+    }
+    Ok(Input {
+        sources,
+        format,
+        bytes: total,
+        skipped,
+    })
+}
+
+/// What `import` reads: files of one format, and the files of other
+/// formats it leaves out under an explicit `--format`.
+struct Input {
+    sources: Vec<Source>,
+    format: SourceFormat,
+    bytes: u64,
+    skipped: Vec<Skipped>,
+}
+
+/// A file of another format than the declared one.
+struct Skipped {
+    path: String,
+    format: SourceFormat,
+}
+
+/// The formats of a mixed input with their file counts, most files first
+/// (`3 atif files, 1 actf file`), and the `--format` choices that import
+/// each part (`` `--format atif` or `--format actf` ``).
+fn format_counts(sources: &[Source]) -> (String, String) {
+    let mut counts: Vec<(&'static str, usize)> = Vec::new();
+    for x in sources {
+        let name = x.format.name();
+        match counts.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, c)) => *c += 1,
+            None => counts.push((name, 1)),
+        }
+    }
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let formats = counts
+        .iter()
+        .map(|(n, c)| format!("{c} {n} file{}", if *c == 1 { "" } else { "s" }))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let flags: Vec<String> = counts.iter().map(|(n, _)| format!("`--format {n}`")).collect();
+    let choices = match flags.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => flags.join(""),
+    };
+    (formats, choices)
 }
