@@ -2,6 +2,7 @@
 //! sanitising. Nothing here knows about trajectories.
 
 pub mod failpoint;
+pub mod interrupt;
 pub mod path;
 pub mod rt;
 pub mod terminal;

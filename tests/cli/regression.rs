@@ -787,3 +787,60 @@ fn issue_18_mixed_folder_imports_the_declared_format() {
     assert_eq!(st["totals"]["trajectories"], 2, "{st}");
     assert!(import_leftovers(env.path()).is_empty());
 }
+
+/// issue 18 (9): SIGINT or SIGTERM during an import (here while stdin is
+/// still being read) removes the lock file and the staged copy, then exits
+/// 130 or 143.
+#[test]
+fn issue_18_interrupted_import_cleans_up() {
+    use std::io::Write as _;
+    let env = TestEnv::new();
+    for (sig, code) in [("-INT", 130), ("-TERM", 143)] {
+        let mut child = env
+            .cmd()
+            .args([
+                "import", "--from", "-", "--stream", "--format", "atif", "--output", "out",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The start of a document, and the pipe kept open: the import waits
+        // for the rest with its lock taken and stdin half spooled.
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(br#"{"schema_version": "ATIF-v1.6", "session_id": "s", "steps": ["#)
+            .unwrap();
+        stdin.flush().unwrap();
+        let lock = env.path().join(".out.pchronicle-import.lock");
+        let started = std::time::Instant::now();
+        while !(lock.exists() && import_leftovers(env.path()).len() >= 2) {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "the import ended before it was interrupted"
+            );
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "no lock file: {:?}",
+                import_leftovers(env.path())
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let killed = std::process::Command::new("kill")
+            .args([sig, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let o = child.wait_with_output().unwrap();
+        drop(stdin);
+        assert_eq!(o.status.code(), Some(code), "{sig}: {}", stderr(&o));
+        assert!(stderr(&o).contains("interrupted"), "{}", stderr(&o));
+        assert!(
+            import_leftovers(env.path()).is_empty(),
+            "{sig}: {:?}",
+            import_leftovers(env.path())
+        );
+        assert!(!env.path().join("out").exists());
+    }
+}

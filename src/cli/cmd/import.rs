@@ -17,6 +17,7 @@ use crate::error::Error;
 use crate::formats::model::Storyline;
 use crate::formats::{DecodeOptions, Diagnostic, FormatError, SourceFormat};
 use crate::store::{StoreError, StoreWriter};
+use crate::util::interrupt;
 
 /// Import problems.
 #[derive(Debug, thiserror::Error)]
@@ -130,17 +131,27 @@ impl From<StoreError> for ImportError {
     }
 }
 
-/// Removes the staging directory unless disarmed.
+/// Removes the staging directory unless disarmed, and on an interrupt.
 struct Staging {
     dir: PathBuf,
     armed: bool,
 }
 
+impl Staging {
+    fn new(dir: PathBuf) -> Self {
+        interrupt::remove_on_interrupt(&dir);
+        Staging { dir, armed: true }
+    }
+}
+
 impl Drop for Staging {
     fn drop(&mut self) {
+        // An interrupt meanwhile waits, then finds nothing left to remove.
+        let mut held = interrupt::hold();
         if self.armed {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
+        held.forget(&self.dir);
     }
 }
 
@@ -188,7 +199,11 @@ impl ImportLock {
 
 impl Drop for ImportLock {
     fn drop(&mut self) {
+        // Forgotten only once removed: an interrupt never removes the lock
+        // file of a later import that took the same path.
+        let mut held = interrupt::hold();
         let _ = std::fs::remove_file(&self.path);
+        held.forget(&self.path);
     }
 }
 
@@ -198,6 +213,9 @@ const CHUNK: usize = 64;
 /// Run the command.
 pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
     let started = Instant::now();
+    // Ctrl-C or SIGTERM removes the lock file and the staged copies, then
+    // exits 130 or 143 (an S3 lock object stays, as after a kill).
+    interrupt::install();
     let target = &s.target;
     // An S3 target is claimed first, built locally in a temporary directory
     // (removed at the end), then published.
@@ -205,12 +223,9 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
         Some(uri) => Some(crate::store::publish::S3Target::claim(uri).map_err(publish_error)?),
         None => None,
     };
-    let _local_tmp = remote.as_ref().and_then(|_| {
-        target.parent().map(|p| Staging {
-            dir: p.to_path_buf(),
-            armed: true,
-        })
-    });
+    let _local_tmp = remote
+        .as_ref()
+        .and_then(|_| target.parent().map(|p| Staging::new(p.to_path_buf())));
     let name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -223,31 +238,31 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
         .map_err(|e| ImportError::Io(format!("cannot create {}: {e}", parent.display())))?;
     // Serialise imports of one target; the lock file is hidden beside it.
     let lock_path = parent.join(format!(".{name}.pchronicle-import.lock"));
-    let lock = ImportLock::acquire(lock_path)?
-        .ok_or_else(|| ImportError::Busy(target.display().to_string()))?;
+    let lock = {
+        // Registered as it is taken: an interrupt in between would leave it.
+        let mut held = interrupt::hold();
+        let lock = ImportLock::acquire(lock_path)?
+            .ok_or_else(|| ImportError::Busy(target.display().to_string()))?;
+        held.add(&lock.path);
+        lock
+    };
     if std::fs::symlink_metadata(target).is_ok() {
         return Err(ImportError::TargetExists(target.display().to_string()).into());
     }
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let staging = Staging {
-        dir: parent.join(format!(
-            ".{name}.pchronicle-staging-{}-{nanos}",
-            std::process::id()
-        )),
-        armed: true,
-    };
+    let staging = Staging::new(parent.join(format!(
+        ".{name}.pchronicle-staging-{}-{nanos}",
+        std::process::id()
+    )));
 
     // The input: a list of Sources of one format.
     let spool_dir = parent.join(format!(
         ".{name}.pchronicle-input-{}-{nanos}",
         std::process::id()
     ));
-    let _spool = Staging {
-        dir: spool_dir.clone(),
-        armed: true,
-    };
+    let _spool = Staging::new(spool_dir.clone());
     let Input {
         sources,
         format,
@@ -356,13 +371,19 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
         None if s.s3_target.is_some() => {}
         None => warnings.push(json!({"code": "PC-FND-003", "message": "the full-text index was not built (no CURRENT); `find` will build it on first use"})),
     }
-    // Publish: one rename of the complete store.
-    if std::fs::symlink_metadata(target).is_ok() {
-        return Err(ImportError::TargetExists(target.display().to_string()).into());
+    // Publish: one rename of the complete store. An interrupt waits for
+    // it: emptying the staging directory while it is renamed would publish
+    // a part of it.
+    {
+        let mut held = interrupt::hold();
+        if std::fs::symlink_metadata(target).is_ok() {
+            return Err(ImportError::TargetExists(target.display().to_string()).into());
+        }
+        crate::util::failpoint::hit("import-before-rename");
+        std::fs::rename(&staging.dir, target)
+            .map_err(|e| ImportError::Io(format!("cannot publish {}: {e}", target.display())))?;
+        held.forget(&staging.dir);
     }
-    crate::util::failpoint::hit("import-before-rename");
-    std::fs::rename(&staging.dir, target)
-        .map_err(|e| ImportError::Io(format!("cannot publish {}: {e}", target.display())))?;
     crate::util::failpoint::hit("import-after-rename");
     let mut staging = staging;
     staging.armed = false;
