@@ -402,7 +402,8 @@ pub struct ExportArgs {
     /// Write one record per line as they are produced (JSON Lines).
     #[arg(long)]
     pub stream: bool,
-    /// Replace an existing output file.
+    /// Replace an existing output file (a regular file only; a directory,
+    /// symlink, FIFO or device there is refused).
     #[arg(long)]
     pub overwrite: bool,
     /// Largest single JSON document or line accepted, in bytes.

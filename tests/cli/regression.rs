@@ -844,3 +844,108 @@ fn issue_18_interrupted_import_cleans_up() {
         assert!(!env.path().join("out").exists());
     }
 }
+
+/// Run `cmd` to its end, killing it after `secs` seconds (a command that
+/// opened a FIFO for writing would wait for a reader for ever).
+fn output_within(mut cmd: std::process::Command, secs: u64) -> std::process::Output {
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(secs) {
+            let _ = child.kill();
+            panic!("the command did not end within {secs}s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// issue 18 (10): `export --overwrite` replaces only regular files: a FIFO,
+/// a directory or a symlink at the output path is refused with PC-EXP-006
+/// and left as it was.
+#[test]
+fn issue_18_export_overwrite_replaces_only_regular_files() {
+    use std::os::unix::fs::FileTypeExt as _;
+    let env = TestEnv::new();
+    env.example("data");
+    let fifo = env.path().join("pipe.jsonl");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::fs::create_dir(env.path().join("dir.jsonl")).unwrap();
+    env.write("real.jsonl", "keep");
+    std::os::unix::fs::symlink(env.path().join("real.jsonl"), env.path().join("link.jsonl"))
+        .unwrap();
+    for out in ["pipe.jsonl", "dir.jsonl", "link.jsonl"] {
+        for stream in [false, true] {
+            let mut cmd = env.cmd();
+            cmd.args([
+                "export",
+                "--from",
+                "data",
+                "--source",
+                "evalstate__fast-agent/harbor_multiagent_v1_7.json",
+                "--format",
+                "storyline",
+                "--output",
+                out,
+                "--overwrite",
+            ]);
+            if stream {
+                cmd.arg("--stream");
+            }
+            let o = output_within(cmd, 60);
+            assert_eq!(o.status.code(), Some(2), "{out} {stream}: {}", stderr(&o));
+            assert!(
+                stderr(&o).contains("error[PC-EXP-006]"),
+                "{out} {stream}: {}",
+                stderr(&o)
+            );
+        }
+    }
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    assert!(env.path().join("dir.jsonl").is_dir());
+    assert!(std::fs::symlink_metadata(env.path().join("link.jsonl"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(
+        std::fs::read_to_string(env.path().join("real.jsonl")).unwrap(),
+        "keep"
+    );
+    // A regular file is still replaced.
+    let o = env
+        .cmd()
+        .args([
+            "export",
+            "--from",
+            "data",
+            "--source",
+            "evalstate__fast-agent/harbor_multiagent_v1_7.json",
+            "--format",
+            "storyline",
+            "--output",
+            "real.jsonl",
+            "--overwrite",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_ne!(
+        std::fs::read_to_string(env.path().join("real.jsonl")).unwrap(),
+        "keep"
+    );
+    // No temporary file is left beside the refused outputs.
+    let tmp: Vec<_> = std::fs::read_dir(env.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp-"))
+        .collect();
+    assert!(tmp.is_empty(), "{tmp:?}");
+}
