@@ -32,7 +32,7 @@ pub fn install() -> bool {
                     // sections of the command wait, so nothing is added or
                     // published while the paths are removed.
                     let pending = hold();
-                    for p in pending.0.iter() {
+                    for p in &*pending.0 {
                         remove(p);
                     }
                     let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
