@@ -54,10 +54,7 @@ impl Out {
 
     /// The Dataset and snapshot known so far.
     pub fn error_context(&self) -> ErrorContext {
-        self.context
-            .lock()
-            .map(|c| c.clone())
-            .unwrap_or_default()
+        self.context.lock().map(|c| c.clone()).unwrap_or_default()
     }
 
     /// True when the result is JSON.

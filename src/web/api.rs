@@ -1074,8 +1074,7 @@ fn find(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply, Error> {
     // As on the command line: step ids are only unique within a session.
     if step_id.is_some() && given("session_id").is_none() {
         return Err(crate::find::FindError::InvalidArgument {
-            message:
-                "step_id needs session_id (step ids are only unique within a session)".into(),
+            message: "step_id needs session_id (step ids are only unique within a session)".into(),
         }
         .into());
     }

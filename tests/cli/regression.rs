@@ -292,7 +292,8 @@ fn issue_18_find_output_bound_counts_printed_bytes() {
         assert!(o.stdout.len() * 3 > bound, "{format}: {}", o.stdout.len());
         let e = stderr(&o);
         assert!(
-            e.contains("warning[PC-FND-004]: output limit reached") && e.contains("truncated: true"),
+            e.contains("warning[PC-FND-004]: output limit reached")
+                && e.contains("truncated: true"),
             "{e}"
         );
         if format == "json" {
@@ -364,8 +365,22 @@ fn issue_18_json_errors_name_dataset_and_snapshot() {
     // Failures after the snapshot was pinned name it.
     env.write("out.jsonl", "x");
     for args in [
-        &["export", "--from", "data", "--format", "storyline", "--output", "out.jsonl"][..],
-        &["query", "data", "SELECT no_such_column FROM runs", "--format", "jsonl"][..],
+        &[
+            "export",
+            "--from",
+            "data",
+            "--format",
+            "storyline",
+            "--output",
+            "out.jsonl",
+        ][..],
+        &[
+            "query",
+            "data",
+            "SELECT no_such_column FROM runs",
+            "--format",
+            "jsonl",
+        ][..],
         &["status", "data", "--errors", "strict", "--format", "json"][..],
     ] {
         let o = env.cmd().args(args).output().unwrap();
@@ -392,7 +407,10 @@ fn issue_18_json_errors_name_dataset_and_snapshot() {
         .unwrap();
     let e = &json(&o)["error"];
     assert_eq!(e["code"], "PC-CLI-003");
-    assert!(e["dataset_uri"].is_null() && e["snapshot_id"].is_null(), "{e}");
+    assert!(
+        e["dataset_uri"].is_null() && e["snapshot_id"].is_null(),
+        "{e}"
+    );
 }
 
 /// issue 18 (7): the `sources` relation has `capabilities` (JSON text, the
@@ -487,7 +505,10 @@ fn issue_18_help_lists_match_first_and_gateway_debug() {
         .find(|l| l.trim_start().starts_with('-'))
         .unwrap_or_default();
     assert!(first.contains("--match <EXPRESSION>"), "{text}");
-    assert!(!text.contains("--fts") && !text.contains("--jsonb"), "{text}");
+    assert!(
+        !text.contains("--fts") && !text.contains("--jsonb"),
+        "{text}"
+    );
     let o = env.cmd().args(["serve", "--help"]).output().unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("--gateway-debug"), "{text}");
@@ -531,7 +552,8 @@ fn issue_18_find_table_names_an_unavailable_index() {
 fn issue_18_table_floats_are_rounded_for_display() {
     let env = TestEnv::new();
     env.example("data");
-    let sql = "SELECT CAST(0.1 AS DOUBLE) + CAST(0.2 AS DOUBLE) AS x, CAST(0.013 AS DOUBLE) / 4 AS y";
+    let sql =
+        "SELECT CAST(0.1 AS DOUBLE) + CAST(0.2 AS DOUBLE) AS x, CAST(0.013 AS DOUBLE) / 4 AS y";
     let run = |format: &str| {
         let o = env
             .cmd()
@@ -571,7 +593,13 @@ impl Served {
         );
         let mut child = env
             .cmd()
-            .args(["serve", "--config", "warehouse.toml", "--listen", "127.0.0.1:0"])
+            .args([
+                "serve",
+                "--config",
+                "warehouse.toml",
+                "--listen",
+                "127.0.0.1:0",
+            ])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -676,9 +704,17 @@ fn issue_18_web_find_honours_step_id() {
         "the session has one step only: {all}"
     );
     let (status, e) = served.get(&format!("/api/v1/datasets/evals/find?step_id={step}"));
-    assert_eq!((status, e["error"]["code"].as_str()), (400, Some("PC-FND-002")), "{e}");
+    assert_eq!(
+        (status, e["error"]["code"].as_str()),
+        (400, Some("PC-FND-002")),
+        "{e}"
+    );
     let (status, e) = served.get(&format!("{base}&step_id=seven"));
-    assert_eq!((status, e["error"]["code"].as_str()), (400, Some("PC-WEB-006")), "{e}");
+    assert_eq!(
+        (status, e["error"]["code"].as_str()),
+        (400, Some("PC-WEB-006")),
+        "{e}"
+    );
 }
 
 /// Hidden import leftovers (lock file, staging, spooled input) in `dir`.
@@ -756,7 +792,9 @@ fn issue_18_mixed_folder_imports_the_declared_format() {
 
     let o = env
         .cmd()
-        .args(["import", "--from", mixed, "--output", "actf", "--format", "actf"])
+        .args([
+            "import", "--from", mixed, "--output", "actf", "--format", "actf",
+        ])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -768,7 +806,8 @@ fn issue_18_mixed_folder_imports_the_declared_format() {
     assert_eq!(skipped.len(), 4, "{r}");
     for x in skipped {
         assert!(
-            x["path"].is_string() && ["atif", "openai-messages"].contains(&x["format"].as_str().unwrap()),
+            x["path"].is_string()
+                && ["atif", "openai-messages"].contains(&x["format"].as_str().unwrap()),
             "{x}"
         );
     }
@@ -909,7 +948,10 @@ fn issue_18_export_overwrite_replaces_only_regular_files() {
             );
         }
     }
-    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
     assert!(env.path().join("dir.jsonl").is_dir());
     assert!(std::fs::symlink_metadata(env.path().join("link.jsonl"))
         .unwrap()

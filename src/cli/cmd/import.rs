@@ -628,7 +628,10 @@ fn format_counts(sources: &[Source]) -> (String, String) {
         .map(|(n, c)| format!("{c} {n} file{}", if *c == 1 { "" } else { "s" }))
         .collect::<Vec<_>>()
         .join(", ");
-    let flags: Vec<String> = counts.iter().map(|(n, _)| format!("`--format {n}`")).collect();
+    let flags: Vec<String> = counts
+        .iter()
+        .map(|(n, _)| format!("`--format {n}`"))
+        .collect();
     let choices = match flags.split_last() {
         Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
         _ => flags.join(""),
