@@ -557,7 +557,7 @@ fn collect_input(s: &ImportSettings, spool_dir: &Path) -> Result<Input, Error> {
                 }
                 .into());
             }
-            let skipped = other
+            let skipped: Vec<Skipped> = other
                 .into_iter()
                 .map(|x| Skipped {
                     path: x.source_path,
