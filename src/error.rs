@@ -71,6 +71,7 @@ impl Error {
         match self {
             Error::Catalog(e) => e.source_path(),
             Error::Format(e) => e.source_path(),
+            Error::Import(e) => e.source_path(),
             _ => None,
         }
     }

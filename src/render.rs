@@ -1,8 +1,9 @@
 //! Rendering record batches: aligned table, JSON Lines and CSV.
 //!
 //! Cells: NULL is `NULL` in tables, empty in CSV and `null` in JSON;
-//! timestamps are RFC 3339 UTC; floats print like `1.0`; JSON columns are
-//! text (their JSON as a string).
+//! timestamps are RFC 3339 UTC; floats print like `1.0` (tables round them
+//! to 12 significant digits, CSV and JSON keep every digit); JSON columns
+//! are text (their JSON as a string).
 
 use std::io::Write;
 
@@ -33,6 +34,29 @@ pub fn cell_text(a: &dyn Array, i: usize) -> Option<String> {
         DataType::Null => return None,
         other => format!("<{other}>"),
     })
+}
+
+/// A float as a table shows it: rounded to 12 significant digits, then in
+/// the shortest form (`0.00325`, not `0.0032500000000000003`). Tables are
+/// read by people, and the last digits of binary arithmetic are noise to
+/// them; JSON Lines and CSV keep the exact value.
+pub fn float_display(f: f64) -> String {
+    if !f.is_finite() {
+        return float_text(f);
+    }
+    // Eleven decimals in scientific notation are 12 significant digits;
+    // read back, the value prints without the noise.
+    let rounded = format!("{f:.11e}").parse::<f64>().unwrap_or(f);
+    float_text(rounded)
+}
+
+/// A cell as a table shows it: [`cell_text`] with floats at display
+/// precision.
+fn table_cell_text(a: &dyn Array, i: usize) -> Option<String> {
+    if a.data_type() == &DataType::Float64 && !a.is_null(i) {
+        return Some(float_display(a.as_primitive::<Float64Type>().value(i)));
+    }
+    cell_text(a, i)
 }
 
 /// A cell as JSON.
@@ -213,7 +237,9 @@ pub fn write_table(
         for i in 0..b.num_rows() {
             t.row(
                 (0..b.num_columns())
-                    .map(|c| cell_text(b.column(c).as_ref(), i).unwrap_or_else(|| "NULL".into()))
+                    .map(|c| {
+                        table_cell_text(b.column(c).as_ref(), i).unwrap_or_else(|| "NULL".into())
+                    })
                     .collect(),
             );
             rows += 1;
@@ -221,4 +247,21 @@ pub fn write_table(
     }
     t.footer(format!("({rows} row{})", if rows == 1 { "" } else { "s" }));
     w.write_all(t.render().as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::float_display;
+
+    #[test]
+    fn table_floats_drop_binary_noise() {
+        assert_eq!(float_display(0.1 + 0.2), "0.3");
+        assert_eq!(float_display(3.0 * 1.1), "3.3");
+        assert_eq!(float_display(0.013 / 4.0), "0.00325");
+        assert_eq!(float_display(2.0), "2.0");
+        assert_eq!(float_display(1.0 / 3.0), "0.333333333333");
+        assert_eq!(float_display(1e20), "100000000000000000000");
+        assert_eq!(float_display(f64::NAN), "NaN");
+        assert_eq!(float_display(f64::NEG_INFINITY), "-inf");
+    }
 }

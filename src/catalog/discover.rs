@@ -10,6 +10,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
@@ -27,6 +28,9 @@ pub struct DiscoveryLimits {
     pub max_files: u64,
     /// Most directory entries visited in total.
     pub max_entries: u64,
+    /// When the command must give up (checked per directory and before
+    /// each file is opened).
+    pub deadline: Option<Deadline>,
 }
 
 impl Default for DiscoveryLimits {
@@ -34,7 +38,42 @@ impl Default for DiscoveryLimits {
         DiscoveryLimits {
             max_files: 1_000_000,
             max_entries: 10_000_000,
+            deadline: None,
         }
+    }
+}
+
+/// A time bound on reading a Dataset (`ls --timeout`, `status --timeout`),
+/// checked between directories, files and Sources: one file or Source in
+/// progress is finished first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadline {
+    at: Instant,
+    limit: Duration,
+}
+
+impl Deadline {
+    /// A deadline `limit` from now.
+    pub fn after(limit: Duration) -> Self {
+        Deadline {
+            at: Instant::now() + limit,
+            limit,
+        }
+    }
+
+    /// True once the deadline has passed.
+    pub fn expired(&self) -> bool {
+        Instant::now() >= self.at
+    }
+
+    /// Fail with `PC-CAT-015` once the deadline has passed.
+    pub fn check(&self) -> Result<(), CatalogError> {
+        if self.expired() {
+            return Err(CatalogError::Timeout {
+                seconds: self.limit.as_secs_f64(),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -107,6 +146,9 @@ pub fn discover(
     // Stack of (absolute dir, relative dir); pushed in reverse so pops come in order.
     let mut stack: Vec<(PathBuf, PathBuf)> = vec![(root.to_path_buf(), PathBuf::new())];
     while let Some((dir, rel_dir)) = stack.pop() {
+        if let Some(d) = limits.deadline {
+            d.check()?;
+        }
         let rd = match fs::read_dir(&dir) {
             Ok(rd) => rd,
             Err(e) => {
@@ -258,10 +300,18 @@ pub fn discover(
     let sniffed: Vec<(Candidate, Result<formats::Sniffed, String>)> = candidates
         .into_par_iter()
         .map(|c| {
+            // Past the deadline the remaining files are not opened; the
+            // check below then fails the walk.
+            if limits.deadline.is_some_and(|d| d.expired()) {
+                return (c, Err(String::new()));
+            }
             let r = formats::sniff_file(&c.abs).map_err(|e| e.to_string());
             (c, r)
         })
         .collect();
+    if let Some(d) = limits.deadline {
+        d.check()?;
+    }
     for (c, r) in sniffed {
         let snapshot_ref = file_ref(&c.meta);
         let size = c.meta.len();

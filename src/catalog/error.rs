@@ -106,6 +106,12 @@ pub enum CatalogError {
         /// Why it was refused.
         reason: &'static str,
     },
+    /// `ls` or `status` ran past `--timeout`.
+    #[error("resource limit: the command ran longer than --timeout {seconds}s; nothing was printed (raise --timeout, or point at a narrower directory)")]
+    Timeout {
+        /// The limit in seconds.
+        seconds: f64,
+    },
     /// A `--source` value names no Source of the Dataset.
     #[error("no Source `{given}` in this Dataset; `pchronicle ls` lists them")]
     UnknownSource {
@@ -133,6 +139,7 @@ impl CatalogError {
             CatalogError::CreateDir { .. } => "PC-CAT-012",
             CatalogError::InvalidSourcePath { .. } => "PC-CAT-013",
             CatalogError::UnknownSource { .. } => "PC-CAT-014",
+            CatalogError::Timeout { .. } => "PC-CAT-015",
         }
     }
 

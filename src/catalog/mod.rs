@@ -16,7 +16,7 @@ mod uri;
 
 use std::path::Path;
 
-pub use discover::{discover, DiscoveryLimits, PhysicalEntry, Role};
+pub use discover::{discover, Deadline, DiscoveryLimits, PhysicalEntry, Role};
 pub use error::CatalogError;
 pub use snapshot::{ParseSnapshotRefError, ReadConsistency, SnapshotDigest, SnapshotRef};
 pub use source::{Capabilities, RemoteObject, Source, SourceKind, SourceStatus, StatusReason};

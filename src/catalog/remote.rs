@@ -37,6 +37,9 @@ pub fn discover(
 ) -> Result<Discovery, CatalogError> {
     let client = crate::s3::client()?;
     let listed = client.list(uri.bucket(), uri.prefix(), limits.max_entries)?;
+    if let Some(d) = limits.deadline {
+        d.check()?;
+    }
     if listed.len() as u64 > limits.max_entries {
         return Err(CatalogError::TooManyEntries {
             limit: limits.max_entries,
@@ -268,6 +271,9 @@ pub fn discover(
             .all(|(_, o, _)| cached.get(&o.key).is_some_and(|c| c.etag == o.etag));
     if let (Some(file), false) = (&cache_file, all_cached) {
         save_sniffs(file, &sniffed);
+    }
+    if let Some(d) = limits.deadline {
+        d.check()?;
     }
     for (rel, o, r) in sniffed {
         let (pin, sniffed) = r;

@@ -128,7 +128,8 @@ pub enum Command {
     /// hidden staging directory beside the target, validated, and published
     /// by one atomic rename; a failure or an interruption leaves no target.
     /// One input format per call: a directory with `--format auto` must hold
-    /// files of one format. Reading stdin (`--from -`) needs `--stream` and an
+    /// files of one format, and an explicit `--format` skips the files of
+    /// other formats. Reading stdin (`--from -`) needs `--stream` and an
     /// explicit `--format`. Prints a JSON report.
     Import(ImportArgs),
     /// Write complete trajectories of a Dataset in an exchange format.
@@ -237,7 +238,7 @@ pub struct ServeArgs {
     /// Mirror Gateway dispatch and capture diagnostics to stderr, with
     /// request and response bodies cut to 2 KiB (not for regular production
     /// use: bodies may hold private data).
-    #[arg(long, alias = "gateway-debug", requires = "gateway")]
+    #[arg(long, visible_alias = "gateway-debug", requires = "gateway")]
     pub debug: bool,
 }
 
@@ -284,11 +285,12 @@ pub enum AnalysisReportArg {
 #[derive(Debug, Args)]
 #[allow(missing_docs)]
 pub struct FindArgs {
-    #[command(flatten)]
-    pub dataset: DatasetArgs,
+    // First, so that `find --help` lists it first.
     /// A find expression (repeatable; all must hold). At most 4096 bytes each.
     #[arg(long = "match", value_name = "EXPRESSION")]
     pub matches: Vec<String>,
+    #[command(flatten)]
+    pub dataset: DatasetArgs,
     /// Search this table; an expression that needs the other one is refused.
     /// Default: inferred from the expression (text → steps, JSON → runs).
     #[arg(long, value_enum)]
@@ -311,7 +313,8 @@ pub struct FindArgs {
     /// Return at most this many matches (more sets `truncated`).
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub max_results: u64,
-    /// Stop adding matches to the output beyond this many bytes.
+    /// Print at most this many bytes on stdout: trailing matches are dropped
+    /// until the result fits (more sets `truncated`).
     #[arg(long, value_name = "BYTES", default_value_t = 8 * 1024 * 1024)]
     pub max_output_bytes: u64,
     /// Fail when the search runs longer than this many seconds (index
@@ -327,6 +330,35 @@ pub struct FindArgs {
     pub max_document_bytes: u64,
     #[command(flatten)]
     pub output: OutputArgs,
+    // The flags of the search before --match (RFC-0012): accepted by the
+    // parser only to be refused with a message that names --match.
+    /// Removed: full-text terms go in --match.
+    #[arg(
+        long,
+        hide = true,
+        value_name = "TEXT",
+        num_args = 0..=1,
+        default_missing_value = ""
+    )]
+    pub fts: Option<String>,
+    /// Removed: JSON conditions go in --match.
+    #[arg(
+        long,
+        hide = true,
+        value_name = "EXPR",
+        num_args = 0..=1,
+        default_missing_value = ""
+    )]
+    pub jsonb: Option<String>,
+    /// Removed: the expression goes in --match.
+    #[arg(
+        long,
+        hide = true,
+        value_name = "EXPR",
+        num_args = 0..=1,
+        default_missing_value = ""
+    )]
+    pub query: Option<String>,
 }
 
 /// `--scope runs|steps`
@@ -370,7 +402,8 @@ pub struct ExportArgs {
     /// Write one record per line as they are produced (JSON Lines).
     #[arg(long)]
     pub stream: bool,
-    /// Replace an existing output file.
+    /// Replace an existing output file (a regular file only; a directory,
+    /// symlink, FIFO or device there is refused).
     #[arg(long)]
     pub overwrite: bool,
     /// Largest single JSON document or line accepted, in bytes.
@@ -404,7 +437,8 @@ pub struct ImportArgs {
     /// Warehouse named after the input.
     #[arg(long, short = 'o', value_name = "URI")]
     pub output: Option<String>,
-    /// Input format (auto: detected by content; all files must agree).
+    /// Input format (auto: detected by content; all files must agree). An
+    /// explicit format imports the files of that format and skips the others.
     #[arg(long, value_enum, default_value_t = InputFormatArg::Auto)]
     pub format: InputFormatArg,
     /// Read stdin to end of file (required with `--from -`).
@@ -557,6 +591,10 @@ pub struct LsArgs {
     /// List every file visited (members of stores, skipped files and why).
     #[arg(long)]
     pub physical: bool,
+    /// Fail when listing runs longer than this many seconds (checked between
+    /// directories and files).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    pub timeout: f64,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -570,6 +608,10 @@ pub struct StatusArgs {
     /// Largest single JSON document or line accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = crate::formats::DEFAULT_MAX_DOCUMENT_BYTES)]
     pub max_document_bytes: u64,
+    /// Fail when reading runs longer than this many seconds (checked between
+    /// Sources and before each file is opened).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    pub timeout: f64,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -593,7 +635,7 @@ pub fn run_with_args<I: IntoIterator<Item = OsString>>(args: I) -> ExitStatus {
                 &cli,
                 std::io::IsTerminal::is_terminal(&std::io::stdout()),
             );
-            out::report_error(&err, json);
+            out::report_error(&err, json, &out::ErrorContext::default());
             return ExitStatus::Error;
         }
     };
@@ -616,7 +658,7 @@ pub fn run_with_args<I: IntoIterator<Item = OsString>>(args: I) -> ExitStatus {
         Err(e) if e.is_broken_pipe() => ExitStatus::Success,
         Err(e) => {
             out.discard();
-            out::report_error(&e, out.json());
+            out::report_error(&e, out.json(), &out.error_context());
             ExitStatus::Error
         }
     }

@@ -15,6 +15,17 @@ pub struct Out {
     quiet: bool,
     color: bool,
     progress: bool,
+    context: std::sync::Mutex<ErrorContext>,
+}
+
+/// What the JSON error object says about the Dataset a command read (as the
+/// REST errors do), filled in as the command learns it.
+#[derive(Debug, Clone, Default)]
+pub struct ErrorContext {
+    /// The Dataset URI, when the command reads (or creates) one Dataset.
+    pub dataset_uri: Option<String>,
+    /// Its Catalog Snapshot, once pinned.
+    pub snapshot_id: Option<String>,
 }
 
 impl Out {
@@ -26,7 +37,24 @@ impl Out {
             quiet: settings.quiet,
             color: settings.color,
             progress: settings.progress,
+            context: std::sync::Mutex::new(ErrorContext {
+                dataset_uri: settings.command.dataset_uri(),
+                snapshot_id: None,
+            }),
         }
+    }
+
+    /// Note the Catalog Snapshot the command pinned, for an error object.
+    pub fn remember_snapshot(&self, dataset_uri: &str, snapshot_id: &str) {
+        if let Ok(mut c) = self.context.lock() {
+            c.dataset_uri = Some(dataset_uri.to_string());
+            c.snapshot_id = Some(snapshot_id.to_string());
+        }
+    }
+
+    /// The Dataset and snapshot known so far.
+    pub fn error_context(&self) -> ErrorContext {
+        self.context.lock().map(|c| c.clone()).unwrap_or_default()
     }
 
     /// True when the result is JSON.
@@ -46,9 +74,8 @@ impl Out {
 
     /// Write one JSON document (pretty, newline-terminated).
     pub fn write_json<T: serde::Serialize + ?Sized>(&mut self, v: &T) -> Result<(), Error> {
-        let w = self.stdout();
-        serde_json::to_writer_pretty(&mut *w, v).map_err(|e| Error::Output(e.into()))?;
-        w.write_all(b"\n").map_err(Error::Output)
+        let bytes = json_bytes(v)?;
+        self.stdout().write_all(&bytes).map_err(Error::Output)
     }
 
     /// Write a table.
@@ -143,8 +170,18 @@ impl Out {
     }
 }
 
-/// Print an error with its code to stderr, and as JSON on stdout in JSON mode.
-pub fn report_error(err: &Error, json: bool) {
+/// The bytes [`Out::write_json`] prints for `v`, so a command can measure
+/// its result before printing it.
+pub fn json_bytes<T: serde::Serialize + ?Sized>(v: &T) -> Result<Vec<u8>, Error> {
+    let mut buf = Vec::new();
+    serde_json::to_writer_pretty(&mut buf, v).map_err(|e| Error::Output(e.into()))?;
+    buf.push(b'\n');
+    Ok(buf)
+}
+
+/// Print an error with its code to stderr, and as JSON on stdout in JSON mode
+/// (with the Dataset and snapshot of `context`, when known).
+pub fn report_error(err: &Error, json: bool, context: &ErrorContext) {
     let no_color = std::env::var("NO_COLOR").ok();
     let color = super::settings::color_enabled(
         std::io::IsTerminal::is_terminal(&std::io::stderr()),
@@ -167,6 +204,8 @@ pub fn report_error(err: &Error, json: bool) {
                 "code": err.code(),
                 "message": err.to_string(),
                 "source_path": err.source_path(),
+                "dataset_uri": context.dataset_uri,
+                "snapshot_id": context.snapshot_id,
             }
         });
         let mut stdout = std::io::stdout().lock();

@@ -160,6 +160,8 @@ pub enum CommandSettings {
         read: ReadSettings,
         /// Expand physical files.
         physical: bool,
+        /// Time bound.
+        timeout: std::time::Duration,
     },
     /// `query`
     Query(Box<QuerySettings>),
@@ -186,7 +188,32 @@ pub enum CommandSettings {
         read: ReadSettings,
         /// Largest document accepted.
         max_document_bytes: u64,
+        /// Time bound.
+        timeout: std::time::Duration,
     },
+}
+
+impl CommandSettings {
+    /// The one Dataset the command reads or creates, as error objects name
+    /// it (`None` for `default`, `serve`, and `query` over several mounts).
+    pub fn dataset_uri(&self) -> Option<String> {
+        match self {
+            CommandSettings::Ls { read, .. } | CommandSettings::Status { read, .. } => {
+                Some(read.dataset.to_string())
+            }
+            CommandSettings::Query(q) => match q.mounts.as_slice() {
+                [(_, uri)] => Some(uri.to_string()),
+                _ => None,
+            },
+            CommandSettings::Find(f) => Some(f.dataset.to_string()),
+            CommandSettings::Export(e) => Some(e.dataset.to_string()),
+            CommandSettings::Import(i) => Some(match &i.s3_target {
+                Some(uri) => uri.to_string(),
+                None => i.target.display().to_string(),
+            }),
+            CommandSettings::Default { .. } | CommandSettings::Serve { .. } => None,
+        }
+    }
 }
 
 /// Everything a command needs, frozen before it runs.
@@ -328,6 +355,7 @@ impl Settings {
                 CommandSettings::Ls {
                     read: read_settings(&a.dataset, env, settings_path.as_deref())?,
                     physical: a.physical,
+                    timeout: read_timeout(a.timeout)?,
                 },
                 a.output.format,
             ),
@@ -342,6 +370,7 @@ impl Settings {
                     CommandSettings::Status {
                         read: read_settings(&a.dataset, env, settings_path.as_deref())?,
                         max_document_bytes: a.max_document_bytes,
+                        timeout: read_timeout(a.timeout)?,
                     },
                     a.output.format,
                 )
@@ -508,6 +537,7 @@ fn discovery(a: &DiscoveryArgs) -> Result<(DiscoveryLimits, bool), SettingsError
         DiscoveryLimits {
             max_files: a.max_files,
             max_entries: a.max_entries,
+            deadline: None,
         },
         a.errors == ErrorsArg::Strict,
     ))
@@ -544,6 +574,17 @@ fn read_settings(
         limits,
         strict,
     })
+}
+
+/// `--timeout` of `ls` and `status`: the range of `query` and `analysis`.
+fn read_timeout(seconds: f64) -> Result<std::time::Duration, SettingsError> {
+    if !(seconds.is_finite() && seconds > 0.0 && seconds <= 31_536_000.0) {
+        return Err(SettingsError::InvalidValue {
+            flag: "--timeout",
+            reason: "must be a number of seconds in (0, 31536000]".into(),
+        });
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
 }
 
 fn positive(flag: &'static str, v: u64) -> Result<u64, SettingsError> {
@@ -807,6 +848,33 @@ fn find_settings(
     settings_path: Option<&Path>,
 ) -> Result<FindSettings, SettingsError> {
     use crate::find::{exec::Identity, scope, FindError};
+    // Upgrades come with explicit errors: the flags of the earlier search
+    // are refused with the --match form that replaces them.
+    for (flag, given, instead) in [
+        (
+            "--fts",
+            &a.fts,
+            "full-text terms are words or \"quoted phrases\" in --match, e.g. --match 'timeout retry'",
+        ),
+        (
+            "--jsonb",
+            &a.jsonb,
+            "JSON conditions are --match terms, e.g. --match '$.priority >= 2' or --match '#json.metrics(\"$.score\") >= 0.9'",
+        ),
+        (
+            "--query",
+            &a.query,
+            "the whole expression is a --match value, e.g. --match 'timeout AND #user(retry)'",
+        ),
+    ] {
+        if given.is_some() {
+            return Err(SettingsError::Find(FindError::InvalidArgument {
+                message: format!(
+                    "{flag} is no longer accepted; use --match: {instead} (see docs/find.md)"
+                ),
+            }));
+        }
+    }
     let (limits, strict) = discovery(&a.dataset.discovery)?;
     let dataset = match &a.dataset.dataset {
         Some(u) => DatasetUri::parse(u, &env.cwd)?,

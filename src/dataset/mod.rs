@@ -209,8 +209,12 @@ pub fn sources_schema() -> SchemaRef {
         Field::new("reason_code", DataType::Utf8, true),
         Field::new("reason", DataType::Utf8, true),
         Field::new("size_bytes", DataType::Int64, false),
+        Field::new("capabilities", DataType::Utf8, false),
     ]))
 }
+
+/// Columns of `sources` that hold JSON text.
+const SOURCE_JSON_COLUMNS: &[&str] = &["capabilities"];
 
 /// Schema of the `events` relation (canonical captured events).
 pub fn events_schema() -> SchemaRef {
@@ -250,18 +254,26 @@ pub fn describe_relation(relation: &str) -> Vec<(String, String, bool, String)> 
             })
             .collect();
     }
-    let (schema, docs): (SchemaRef, &[&str]) = match relation {
-        "sources" => (sources_schema(), SOURCE_DOCS),
-        _ => (events_schema(), EVENT_DOCS),
+    let no_json: &[&str] = &[];
+    let (schema, docs, json): (SchemaRef, &[&str], &[&str]) = match relation {
+        "sources" => (sources_schema(), SOURCE_DOCS, SOURCE_JSON_COLUMNS),
+        _ => (events_schema(), EVENT_DOCS, no_json),
     };
     schema
         .fields()
         .iter()
         .zip(docs)
         .map(|(f, d)| {
+            // JSON text is TEXT to Arrow; DESCRIBE names it as the entity
+            // tables do.
+            let ty = if json.contains(&f.name().as_str()) {
+                "JSON"
+            } else {
+                crate::sql::value::type_name(f.data_type())
+            };
             (
                 f.name().clone(),
-                crate::sql::value::type_name(f.data_type()).to_string(),
+                ty.to_string(),
                 f.is_nullable(),
                 (*d).to_string(),
             )
@@ -280,6 +292,7 @@ const SOURCE_DOCS: &[&str] = &[
     "Stable code of the problem, when not ready",
     "Sanitised description of the problem",
     "Size in bytes",
+    "What the Source serves, as JSON: relations (the relations it contributes rows to), writable, history (earlier versions readable)",
 ];
 
 const EVENT_DOCS: &[&str] = &[
@@ -956,6 +969,7 @@ pub fn sources_batch(sources: &[Source]) -> Result<RecordBatch, SqlError> {
                 .map(|s| s.size as i64)
                 .collect::<Int64Array>(),
         ),
+        text(&|s| serde_json::to_string(&s.capabilities()).ok()),
     ];
     Ok(RecordBatch::try_new(sources_schema(), cols)?)
 }

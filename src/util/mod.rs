@@ -3,6 +3,7 @@
 
 pub mod failpoint;
 pub mod fs;
+pub mod interrupt;
 pub mod path;
 pub mod rt;
 pub mod terminal;

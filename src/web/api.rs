@@ -24,7 +24,8 @@ pub const OPENAPI: &str = include_str!("../../assets/openapi.json");
 pub const PAGE_TEXT_CHARS: usize = 2000;
 
 /// JSON-typed columns, returned parsed.
-const JSON_COLUMNS: [&str; 17] = [
+const JSON_COLUMNS: [&str; 18] = [
+    "capabilities",
     "metrics",
     "extra",
     "message_json",
@@ -1149,12 +1150,26 @@ fn find(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply, Error> {
             .filter(|s| !s.is_empty())
             .map(str::to_string)
     };
+    let step_id = match given("step_id") {
+        None => None,
+        Some(v) => Some(
+            v.parse::<i64>()
+                .map_err(|_| bad("`step_id` must be an integer"))?,
+        ),
+    };
+    // As on the command line: step ids are only unique within a session.
+    if step_id.is_some() && given("session_id").is_none() {
+        return Err(crate::find::FindError::InvalidArgument {
+            message: "step_id needs session_id (step ids are only unique within a session)".into(),
+        }
+        .into());
+    }
     let identity = crate::find::exec::Identity {
         source: given("source"),
         run_id: given("run_id"),
         document_id: given("document_id"),
         session_id: given("session_id"),
-        step_id: None,
+        step_id,
     };
     if expr.is_none() && !identity.has_id() {
         return Err(crate::find::FindError::InvalidArgument {
@@ -1169,7 +1184,7 @@ fn find(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply, Error> {
         Some("runs") => Some(scope::Scope::Runs),
         Some(_) => return Err(bad("`scope` must be auto, steps or runs")),
     };
-    let (sc, mode) = scope::resolve(expr.as_ref(), explicit, false)?;
+    let (sc, mode) = scope::resolve(expr.as_ref(), explicit, step_id.is_some())?;
     if ctx.param("explain") == Some("1") {
         return Ok(Reply::json(&json!({
             "dataset": m.name,

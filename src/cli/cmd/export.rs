@@ -33,6 +33,14 @@ pub enum ExportError {
     /// Writing failed.
     #[error("cannot write the output: {0}")]
     Io(String),
+    /// `--overwrite` found something else than a regular file at the output.
+    #[error("`{path}` is {kind}; --overwrite replaces regular files only (remove it, or choose another path)")]
+    NotRegularFile {
+        /// The output path.
+        path: String,
+        /// What is there (`a directory`, `a FIFO`, …).
+        kind: &'static str,
+    },
 }
 
 impl ExportError {
@@ -43,14 +51,48 @@ impl ExportError {
             ExportError::Lossy { .. } => "PC-EXP-002",
             ExportError::Nothing => "PC-EXP-003",
             ExportError::Io(_) => "PC-EXP-004",
+            ExportError::NotRegularFile { .. } => "PC-EXP-006",
         }
     }
+}
+
+/// `--overwrite` replaces a regular file only. A directory, a symlink (whose
+/// target would be left alone while its name is replaced), a FIFO, a socket
+/// or a device at the output path is refused. Nothing there is fine.
+fn check_replaceable(path: &std::path::Path) -> Result<(), Error> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    let ft = meta.file_type();
+    let kind = if ft.is_file() {
+        return Ok(());
+    } else if ft.is_symlink() {
+        "a symbolic link"
+    } else if ft.is_dir() {
+        "a directory"
+    } else if ft.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else {
+        "not a regular file"
+    };
+    Err(ExportError::NotRegularFile {
+        path: path.display().to_string(),
+        kind,
+    }
+    .into())
 }
 
 /// Run the command.
 pub fn run(s: &ExportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
     let snap = CatalogSnapshot::open(&s.dataset, s.limits, false)?;
-    out.info(&format!("snapshot_id: {}", snap.snapshot_id));
+    super::report_snapshot(out, &snap);
     if let Some(src) = &s.source {
         if !snap.sources.iter().any(|x| &x.source_path == src) {
             return Err(CatalogError::UnknownSource {
@@ -58,6 +100,10 @@ pub fn run(s: &ExportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
             }
             .into());
         }
+    }
+    // Refused before anything is read; checked again when written.
+    if let (Some(p), true) = (&s.output, s.overwrite) {
+        check_replaceable(p)?;
     }
     // --where: documents selected by the SQL engine over `trajectories`, by
     // position (ids may repeat within a Source).
@@ -258,17 +304,24 @@ fn write_file(path: &std::path::Path, bytes: &[u8], overwrite: bool) -> Result<(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    check_replaceable(path)?;
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let r = (|| {
+    let written = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
+        f.sync_all()
     })();
+    let r = written
+        .map_err(|e| Error::from(ExportError::Io(e.to_string())))
+        // Again right before the rename: the path may have changed meanwhile.
+        .and_then(|()| check_replaceable(path))
+        .and_then(|()| {
+            std::fs::rename(&tmp, path).map_err(|e| Error::from(ExportError::Io(e.to_string())))
+        });
     if r.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    r.map_err(|e| ExportError::Io(e.to_string()).into())
+    r
 }
 
 /// `--stream`: JSON Lines written as records are produced (to stdout, or to
@@ -293,6 +346,9 @@ impl StreamSink {
             Some(p) => {
                 if p.exists() && !s.overwrite {
                     return Err(ExportError::OutputExists(p.display().to_string()).into());
+                }
+                if s.overwrite {
+                    check_replaceable(p)?;
                 }
                 let dir = p
                     .parent()
@@ -323,6 +379,12 @@ impl StreamSink {
         self.w.flush().map_err(Error::Output)?;
         drop(std::mem::replace(&mut self.w, Box::new(std::io::sink())));
         if let Some((tmp, dst, overwrite)) = self.target.take() {
+            if overwrite {
+                if let Err(e) = check_replaceable(&dst) {
+                    let _ = std::fs::remove_file(&tmp);
+                    return Err(e);
+                }
+            }
             let r = if overwrite {
                 std::fs::rename(&tmp, &dst)
             } else {

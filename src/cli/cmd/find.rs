@@ -4,12 +4,12 @@ use serde_json::{json, Value};
 
 use super::report_snapshot;
 use crate::catalog::CatalogError;
-use crate::cli::out::{Align, Out, Table};
+use crate::cli::out::{json_bytes, Align, Out, Table};
 use crate::cli::settings::FindSettings;
 use crate::cli::ExitStatus;
 use crate::dataset::Mounts;
 use crate::error::Error;
-use crate::find::exec::{Hit, HitList};
+use crate::find::exec::HitList;
 use crate::find::scope::Scope;
 use crate::find::search;
 use crate::find::tokenize::TOKENIZER_NAME;
@@ -25,7 +25,7 @@ pub fn run(s: &FindSettings, out: &mut Out) -> Result<ExitStatus, Error> {
         s.max_document_bytes,
     )?;
     let snap = &mounts.mounts()[0].snapshot;
-    report_snapshot(out, &snap.snapshot_id);
+    report_snapshot(out, snap);
     if s.strict {
         if let Some(x) = snap
             .sources
@@ -116,45 +116,54 @@ fn render(
     fts_available: bool,
     reason: Option<String>,
 ) -> Result<ExitStatus, Error> {
-    let mut truncated = list.total > list.hits.len() as u64;
-    // Keep the output under --max-output-bytes by dropping trailing matches.
-    let mut hits: Vec<Value> = Vec::with_capacity(list.hits.len());
-    let mut kept: Vec<&Hit> = Vec::new();
-    let mut size = 512usize;
-    for h in &list.hits {
-        let v = serde_json::to_value(h).map_err(|e| Error::Internal(e.to_string()))?;
-        let n = v.to_string().len() + 1;
-        if (size + n) as u64 > s.max_output_bytes {
-            truncated = true;
-            out.warn(
-                "PC-FND-004",
-                &format!(
-                    "output limit reached (--max-output-bytes {}); {} of {} matches shown",
-                    s.max_output_bytes,
-                    kept.len(),
-                    list.hits.len()
-                ),
-            );
-            break;
+    let hits: Vec<Value> = list
+        .hits
+        .iter()
+        .map(|h| serde_json::to_value(h).map_err(|e| Error::Internal(e.to_string())))
+        .collect::<Result<_, _>>()?;
+    let page = Page {
+        notes,
+        s,
+        json: out.json(),
+        snapshot_id,
+        list: &list,
+        hits: &hits,
+        fts_available,
+        reason: reason.as_deref(),
+    };
+    // --max-output-bytes bounds the bytes printed: the result is rendered
+    // for a number of matches, and the largest number that fits is kept.
+    // Below the full list the output grows with every match (the flag
+    // `truncated` stays true), so a binary search finds it.
+    let all = list.hits.len();
+    let mut kept = all;
+    let mut bytes = page.bytes(all)?;
+    if bytes.len() as u64 > s.max_output_bytes && all > 0 {
+        let (mut lo, mut hi) = (0usize, all - 1);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if page.bytes(mid)?.len() as u64 <= s.max_output_bytes {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
         }
-        size += n;
-        hits.push(v);
-        kept.push(h);
+        kept = lo;
+        // With not even the envelope within the bound, the result without
+        // matches is printed anyway: it says what happened.
+        bytes = page.bytes(kept)?;
+        out.warn(
+            "PC-FND-004",
+            &format!(
+                "output limit reached (--max-output-bytes {}); {kept} of {all} matches shown",
+                s.max_output_bytes
+            ),
+        );
     }
-    // Identity lookups without --source: several Sources mean several
-    // candidates.
-    let mut sources: Vec<&str> = kept.iter().map(|h| h.source_path.as_str()).collect();
-    sources.dedup();
-    let hint = (s.identity.source.is_none() && s.identity.has_id() && sources.len() > 1).then(|| {
-        format!(
-            "these ids occur in {} Sources; add --source PATH (one of the source_path values) to pick one",
-            sources.len()
-        )
-    });
+    let truncated = page.truncated(kept);
     let summary = format!(
-        "{} match{}{}",
-        kept.len(),
-        if kept.len() == 1 { "" } else { "es" },
+        "{kept} match{}{}",
+        if kept == 1 { "" } else { "es" },
         if truncated {
             format!(" (truncated; {} in total)", list.total)
         } else {
@@ -163,41 +172,102 @@ fn render(
     );
     out.info(&summary);
     out.info(&format!("truncated: {truncated}"));
-    if let Some(h) = &hint {
+    if let Some(h) = page.hint(kept) {
         out.info(&format!("hint: {h}"));
     }
-    if out.json() {
-        let mut search = json!({
-            "mode": s.mode.name(),
-            "scope": s.scope.name(),
-            "fts_available": fts_available,
-            "tokenizer": TOKENIZER_NAME,
-        });
-        if let Some(r) = &reason {
-            search["fts_unavailable_reason"] = json!(r);
-        }
-        if !notes.is_empty() {
-            search["notes"] = json!(notes);
-        }
-        let mut doc = json!({
-            "dataset_uri": s.dataset.to_string(),
-            "snapshot_id": snapshot_id,
-            "query": {
-                "matches": s.matches,
-                "expression": s.expr.as_ref().map(std::string::ToString::to_string),
-            },
-            "search": search,
-            "truncated": truncated,
-            "matches": hits,
-        });
-        if let Some(h) = hint {
-            doc["hint"] = json!(h);
-        }
-        out.write_json(&doc)?;
+    out.write_bytes(&bytes)?;
+    if !fts_available {
+        // Never a silent zero: the result says so, and the exit status too.
+        out.error_line(
+            "PC-FND-003",
+            &format!(
+                "full-text search unavailable: {}",
+                reason.as_deref().unwrap_or("unknown reason")
+            ),
+        );
+        return Ok(ExitStatus::Error);
+    }
+    Ok(if list.total == 0 {
+        ExitStatus::NothingFound
     } else {
+        ExitStatus::Success
+    })
+}
+
+/// Everything the printed result is made of, rendered for a number of the
+/// matches.
+struct Page<'a> {
+    notes: &'a [String],
+    s: &'a FindSettings,
+    json: bool,
+    snapshot_id: &'a str,
+    list: &'a HitList,
+    hits: &'a [Value],
+    fts_available: bool,
+    reason: Option<&'a str>,
+}
+
+impl Page<'_> {
+    /// Whether the first `n` matches are fewer than were found.
+    fn truncated(&self, n: usize) -> bool {
+        self.list.total > n as u64
+    }
+
+    /// Identity lookups without --source: several Sources mean several
+    /// candidates.
+    fn hint(&self, n: usize) -> Option<String> {
+        let mut sources: Vec<&str> = self.list.hits[..n]
+            .iter()
+            .map(|h| h.source_path.as_str())
+            .collect();
+        sources.dedup();
+        let s = self.s;
+        (s.identity.source.is_none() && s.identity.has_id() && sources.len() > 1).then(|| {
+            format!(
+                "these ids occur in {} Sources; add --source PATH (one of the source_path values) to pick one",
+                sources.len()
+            )
+        })
+    }
+
+    /// The exact bytes printed on stdout with the first `n` matches.
+    fn bytes(&self, n: usize) -> Result<Vec<u8>, Error> {
+        let s = self.s;
+        let truncated = self.truncated(n);
+        if self.json {
+            let mut search = json!({
+                "mode": s.mode.name(),
+                "scope": s.scope.name(),
+                "fts_available": self.fts_available,
+                "tokenizer": TOKENIZER_NAME,
+            });
+            if let Some(r) = self.reason {
+                search["fts_unavailable_reason"] = json!(r);
+            }
+            if !self.notes.is_empty() {
+                search["notes"] = json!(self.notes);
+            }
+            let mut doc = json!({
+                "dataset_uri": s.dataset.to_string(),
+                "snapshot_id": self.snapshot_id,
+                "query": {
+                    "matches": s.matches,
+                    "expression": s.expr.as_ref().map(std::string::ToString::to_string),
+                },
+                "search": search,
+                "truncated": truncated,
+                "matches": &self.hits[..n],
+            });
+            if let Some(h) = self.hint(n) {
+                doc["hint"] = json!(h);
+            }
+            return json_bytes(&doc);
+        }
         let steps = s.scope == Scope::Steps;
         // Stores hold the documents of many files: say which one.
-        let origins = kept.iter().any(|h| h.origin_path != h.source_path);
+        let origins = self.list.hits[..n]
+            .iter()
+            .any(|h| h.origin_path != h.source_path);
         let mut headers = vec![("Source", Align::Left)];
         if origins {
             headers.push(("Origin", Align::Left));
@@ -219,7 +289,7 @@ fn render(
         let mut t = Table::new(&headers);
         let last = headers.len() - 1;
         t.limit(last, 80);
-        for h in &kept {
+        for h in &self.list.hits[..n] {
             let o = |v: &Option<String>| v.clone().unwrap_or_default();
             let mut row = vec![h.source_path.clone()];
             if origins {
@@ -237,30 +307,30 @@ fn render(
             row.push(h.preview.clone());
             t.row(row);
         }
-        if kept.is_empty() && !truncated {
-            t.footer("(0 matches)");
-        } else if truncated {
-            t.footer("(truncated)");
+        // An index that could not be used is named: an empty table is then
+        // not "no match".
+        let mut footer = Vec::new();
+        if truncated {
+            footer.push("truncated".to_string());
         }
-        out.write_table(&t)?;
-        for n in notes {
-            out.write_text(&format!("note: {}\n", crate::util::text::escape_control(n)))?;
+        if !self.fts_available {
+            footer.push(format!(
+                "full-text index unavailable: {}",
+                crate::util::text::escape_control(self.reason.unwrap_or("unknown reason"))
+            ));
+        } else if n == 0 && !truncated {
+            footer.push("0 matches".to_string());
         }
+        if !footer.is_empty() {
+            t.footer(format!("({})", footer.join("; ")));
+        }
+        let mut text = t.render();
+        for note in self.notes {
+            text.push_str(&format!(
+                "note: {}\n",
+                crate::util::text::escape_control(note)
+            ));
+        }
+        Ok(text.into_bytes())
     }
-    if !fts_available {
-        // Never a silent zero: the result says so, and the exit status too.
-        out.error_line(
-            "PC-FND-003",
-            &format!(
-                "full-text search unavailable: {}",
-                reason.as_deref().unwrap_or("unknown reason")
-            ),
-        );
-        return Ok(ExitStatus::Error);
-    }
-    Ok(if list.total == 0 {
-        ExitStatus::NothingFound
-    } else {
-        ExitStatus::Success
-    })
 }

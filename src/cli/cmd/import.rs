@@ -17,6 +17,7 @@ use crate::error::Error;
 use crate::formats::model::Storyline;
 use crate::formats::{DecodeOptions, Diagnostic, FormatError, SourceFormat};
 use crate::store::{StoreError, StoreWriter};
+use crate::util::interrupt;
 
 /// Import problems.
 #[derive(Debug, thiserror::Error)]
@@ -39,7 +40,7 @@ pub enum ImportError {
     #[error("no trajectory files found in `{0}`")]
     NoInput(String),
     /// Files of several formats under `--format auto`.
-    #[error("one format per import: `{first}` is {first_format} but `{other}` is {other_format}; import them separately or pass --format")]
+    #[error("one format per import: `{first}` is {first_format} but `{other}` is {other_format} (the input holds {formats}); pass {choices} to import the files of that format and skip the others, or import them separately")]
     MixedFormats {
         /// A file of the first format.
         first: String,
@@ -49,6 +50,10 @@ pub enum ImportError {
         other: String,
         /// Its format.
         other_format: &'static str,
+        /// Every format found, with its file count.
+        formats: String,
+        /// The `--format` values that would import a part.
+        choices: String,
     },
     /// A file is not of the declared format.
     #[error("`{file}` is {found}, not {expected} (--format {expected})")]
@@ -59,6 +64,18 @@ pub enum ImportError {
         found: &'static str,
         /// What was asked for.
         expected: &'static str,
+    },
+    /// An input file, or stdin, is not a trajectory file that can be read.
+    #[error("{input} is not a readable trajectory file: [{reason_code}] {reason}")]
+    Unreadable {
+        /// `stdin`, or the file in backticks.
+        input: String,
+        /// The file's path relative to the input (None for stdin).
+        source_path: Option<String>,
+        /// The code of the underlying problem.
+        reason_code: &'static str,
+        /// Sanitised reason.
+        reason: String,
     },
     /// The input is larger than `--max-input-bytes`.
     #[error("the input is larger than {0} bytes (--max-input-bytes)")]
@@ -92,6 +109,15 @@ impl ImportError {
             ImportError::StoreInput(_) => "PC-IMP-007",
             ImportError::Io(_) => "PC-IMP-008",
             ImportError::Store { code, .. } => code,
+            ImportError::Unreadable { .. } => "PC-IMP-010",
+        }
+    }
+
+    /// The input file concerned, when there is one.
+    pub fn source_path(&self) -> Option<&str> {
+        match self {
+            ImportError::Unreadable { source_path, .. } => source_path.as_deref(),
+            _ => None,
         }
     }
 }
@@ -105,17 +131,27 @@ impl From<StoreError> for ImportError {
     }
 }
 
-/// Removes the staging directory unless disarmed.
+/// Removes the staging directory unless disarmed, and on an interrupt.
 struct Staging {
     dir: PathBuf,
     armed: bool,
 }
 
+impl Staging {
+    fn new(dir: PathBuf) -> Self {
+        interrupt::remove_on_interrupt(&dir);
+        Staging { dir, armed: true }
+    }
+}
+
 impl Drop for Staging {
     fn drop(&mut self) {
+        // An interrupt meanwhile waits, then finds nothing left to remove.
+        let mut held = interrupt::hold();
         if self.armed {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
+        held.forget(&self.dir);
     }
 }
 
@@ -163,7 +199,11 @@ impl ImportLock {
 
 impl Drop for ImportLock {
     fn drop(&mut self) {
+        // Forgotten only once removed: an interrupt never removes the lock
+        // file of a later import that took the same path.
+        let mut held = interrupt::hold();
         let _ = std::fs::remove_file(&self.path);
+        held.forget(&self.path);
     }
 }
 
@@ -173,6 +213,9 @@ const CHUNK: usize = 64;
 /// Run the command.
 pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
     let started = Instant::now();
+    // Ctrl-C or SIGTERM removes the lock file and the staged copies, then
+    // exits 130 or 143 (an S3 lock object stays, as after a kill).
+    interrupt::install();
     let target = &s.target;
     // An S3 target is claimed first, built locally in a temporary directory
     // (removed at the end), then published.
@@ -180,12 +223,9 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
         Some(uri) => Some(crate::store::publish::S3Target::claim(uri).map_err(publish_error)?),
         None => None,
     };
-    let _local_tmp = remote.as_ref().and_then(|_| {
-        target.parent().map(|p| Staging {
-            dir: p.to_path_buf(),
-            armed: true,
-        })
-    });
+    let _local_tmp = remote
+        .as_ref()
+        .and_then(|_| target.parent().map(|p| Staging::new(p.to_path_buf())));
     let name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -198,32 +238,50 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
         .map_err(|e| ImportError::Io(format!("cannot create {}: {e}", parent.display())))?;
     // Serialise imports of one target; the lock file is hidden beside it.
     let lock_path = parent.join(format!(".{name}.pchronicle-import.lock"));
-    let lock = ImportLock::acquire(lock_path)?
-        .ok_or_else(|| ImportError::Busy(target.display().to_string()))?;
+    let lock = {
+        // Registered as it is taken: an interrupt in between would leave it.
+        let mut held = interrupt::hold();
+        let lock = ImportLock::acquire(lock_path)?
+            .ok_or_else(|| ImportError::Busy(target.display().to_string()))?;
+        held.add(&lock.path);
+        lock
+    };
     if std::fs::symlink_metadata(target).is_ok() {
         return Err(ImportError::TargetExists(target.display().to_string()).into());
     }
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let staging = Staging {
-        dir: parent.join(format!(
-            ".{name}.pchronicle-staging-{}-{nanos}",
-            std::process::id()
-        )),
-        armed: true,
-    };
+    let staging = Staging::new(parent.join(format!(
+        ".{name}.pchronicle-staging-{}-{nanos}",
+        std::process::id()
+    )));
 
     // The input: a list of Sources of one format.
     let spool_dir = parent.join(format!(
         ".{name}.pchronicle-input-{}-{nanos}",
         std::process::id()
     ));
-    let _spool = Staging {
-        dir: spool_dir.clone(),
-        armed: true,
-    };
-    let (sources, format, input_bytes) = collect_input(s, &spool_dir)?;
+    let _spool = Staging::new(spool_dir.clone());
+    let Input {
+        sources,
+        format,
+        bytes: input_bytes,
+        skipped,
+    } = collect_input(s, &spool_dir)?;
+    let mut skipped_warnings = Vec::with_capacity(skipped.len());
+    for x in &skipped {
+        let message = format!(
+            "skipped {}: it is {}, not {} (--format {})",
+            x.path,
+            x.format.name(),
+            format.name(),
+            format.name()
+        );
+        out.warn("PC-IMP-005", &message);
+        skipped_warnings
+            .push(json!({"code": "PC-IMP-005", "source_path": x.path, "message": message}));
+    }
     out.info(&format!(
         "importing {} {} file{} ({:.1} MB)",
         sources.len(),
@@ -311,13 +369,19 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
         None if s.s3_target.is_some() => {}
         None => warnings.push(json!({"code": "PC-FND-003", "message": "the full-text index was not built (no CURRENT); `find` will build it on first use"})),
     }
-    // Publish: one rename of the complete store.
-    if std::fs::symlink_metadata(target).is_ok() {
-        return Err(ImportError::TargetExists(target.display().to_string()).into());
+    // Publish: one rename of the complete store. An interrupt waits for
+    // it: emptying the staging directory while it is renamed would publish
+    // a part of it.
+    {
+        let mut held = interrupt::hold();
+        if std::fs::symlink_metadata(target).is_ok() {
+            return Err(ImportError::TargetExists(target.display().to_string()).into());
+        }
+        crate::util::failpoint::hit("import-before-rename");
+        std::fs::rename(&staging.dir, target)
+            .map_err(|e| ImportError::Io(format!("cannot publish {}: {e}", target.display())))?;
+        held.forget(&staging.dir);
     }
-    crate::util::failpoint::hit("import-before-rename");
-    std::fs::rename(&staging.dir, target)
-        .map_err(|e| ImportError::Io(format!("cannot publish {}: {e}", target.display())))?;
     crate::util::failpoint::hit("import-after-rename");
     let mut staging = staging;
     staging.armed = false;
@@ -342,6 +406,8 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
             .trim_start(),
         );
     }
+    // Printed when they were found; reported with the others.
+    warnings.extend(skipped_warnings);
     let elapsed = started.elapsed();
     out.info(&format!(
         "created {} ({} {}, {} steps) in {:.1}s, {:.1} MB/s",
@@ -360,6 +426,9 @@ pub fn run(s: &ImportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
         "dataset_uri": dataset_uri,
         "format": format.name(),
         "sources": sources.iter().map(|s| s.source_path.clone()).collect::<Vec<_>>(),
+        "imported_files": sources.len(),
+        "skipped_files": skipped.len(),
+        "skipped": skipped.iter().map(|x| json!({"path": x.path, "format": x.format.name()})).collect::<Vec<_>>(),
         "trajectories": summary.trajectories,
         "steps": summary.steps,
         "tool_calls": summary.tool_calls,
@@ -389,10 +458,7 @@ fn publish_error(e: crate::store::publish::PublishError) -> Error {
 }
 
 /// Find the input files and their one format.
-fn collect_input(
-    s: &ImportSettings,
-    spool_dir: &Path,
-) -> Result<(Vec<Source>, SourceFormat, u64), Error> {
+fn collect_input(s: &ImportSettings, spool_dir: &Path) -> Result<Input, Error> {
     let (root, single) = match &s.input {
         ImportInput::Stdin => {
             std::fs::create_dir_all(spool_dir).map_err(|e| ImportError::Io(e.to_string()))?;
@@ -418,6 +484,7 @@ fn collect_input(
     let limits = DiscoveryLimits {
         max_files: s.max_files,
         max_entries: s.max_files.saturating_mul(16),
+        deadline: None,
     };
     let sources: Vec<Source> = if single && matches!(s.input, ImportInput::Path(_)) {
         // One file: discover its directory and keep that file.
@@ -447,53 +514,121 @@ fn collect_input(
     if sources.is_empty() {
         return Err(ImportError::NoInput(root.display().to_string()).into());
     }
-    let mut total = 0u64;
     for src in &sources {
         if src.kind == crate::catalog::SourceKind::Store {
             return Err(ImportError::StoreInput(src.source_path.clone()).into());
         }
         if src.status == SourceStatus::Error && src.format == SourceFormat::Unknown {
+            // Import has no --errors: a file it cannot identify is its own
+            // error, named after the input the user gave.
             let r = src.reason.clone();
-            return Err(CatalogError::StrictSource {
-                source_path: src.source_path.clone(),
-                status: "error",
+            let stdin = s.input == ImportInput::Stdin;
+            return Err(ImportError::Unreadable {
+                input: if stdin {
+                    "stdin".to_string()
+                } else {
+                    format!("`{}`", src.source_path)
+                },
+                source_path: (!stdin).then(|| src.source_path.clone()),
                 reason_code: r.as_ref().map_or("PC-FMT-001", |r| r.code),
                 reason: r.map_or_else(String::new, |r| r.message),
             }
             .into());
         }
-        total += src.size;
     }
-    if total > s.max_input_bytes {
-        return Err(ImportError::TooLarge(s.max_input_bytes).into());
-    }
-    let format = match s.format {
+    let (format, sources, skipped) = match s.format {
+        // An explicit format picks its files out of a mixed input; the
+        // others are listed, not read.
         Some(f) => {
-            for src in &sources {
-                if src.format != f {
-                    return Err(ImportError::WrongFormat {
-                        file: src.source_path.clone(),
-                        found: src.format.name(),
-                        expected: f.name(),
-                    }
-                    .into());
+            let (kept, other): (Vec<Source>, Vec<Source>) =
+                sources.into_iter().partition(|x| x.format == f);
+            if kept.is_empty() {
+                let first = &other[0];
+                return Err(ImportError::WrongFormat {
+                    file: first.source_path.clone(),
+                    found: first.format.name(),
+                    expected: f.name(),
                 }
+                .into());
             }
-            f
+            let skipped: Vec<Skipped> = other
+                .into_iter()
+                .map(|x| Skipped {
+                    path: x.source_path,
+                    format: x.format,
+                })
+                .collect();
+            (f, kept, skipped)
         }
         None => {
             let first = &sources[0];
             if let Some(other) = sources.iter().find(|x| x.format != first.format) {
+                let (formats, choices) = format_counts(&sources);
                 return Err(ImportError::MixedFormats {
                     first: first.source_path.clone(),
                     first_format: first.format.name(),
                     other: other.source_path.clone(),
                     other_format: other.format.name(),
+                    formats,
+                    choices,
                 }
                 .into());
             }
-            first.format
+            (first.format, sources, Vec::new())
         }
     };
-    Ok((sources, format, total))
+    let total: u64 = sources.iter().map(|x| x.size).sum();
+    if total > s.max_input_bytes {
+        return Err(ImportError::TooLarge(s.max_input_bytes).into());
+    }
+    Ok(Input {
+        sources,
+        format,
+        bytes: total,
+        skipped,
+    })
+}
+
+/// What `import` reads: files of one format, and the files of other
+/// formats it leaves out under an explicit `--format`.
+struct Input {
+    sources: Vec<Source>,
+    format: SourceFormat,
+    bytes: u64,
+    skipped: Vec<Skipped>,
+}
+
+/// A file of another format than the declared one.
+struct Skipped {
+    path: String,
+    format: SourceFormat,
+}
+
+/// The formats of a mixed input with their file counts, most files first
+/// (`3 atif files, 1 actf file`), and the `--format` choices that import
+/// each part (`` `--format atif` or `--format actf` ``).
+fn format_counts(sources: &[Source]) -> (String, String) {
+    let mut counts: Vec<(&'static str, usize)> = Vec::new();
+    for x in sources {
+        let name = x.format.name();
+        match counts.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, c)) => *c += 1,
+            None => counts.push((name, 1)),
+        }
+    }
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let formats = counts
+        .iter()
+        .map(|(n, c)| format!("{c} {n} file{}", if *c == 1 { "" } else { "s" }))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let flags: Vec<String> = counts
+        .iter()
+        .map(|(n, _)| format!("`--format {n}`"))
+        .collect();
+    let choices = match flags.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => flags.join(""),
+    };
+    (formats, choices)
 }

@@ -25,10 +25,19 @@ pub fn source_json(s: &Source) -> Value {
     })
 }
 
-pub fn run(read: &ReadSettings, physical: bool, out: &mut Out) -> Result<ExitStatus, Error> {
-    let mut snap = CatalogSnapshot::open(&read.dataset, read.limits, physical)?;
+pub fn run(
+    read: &ReadSettings,
+    physical: bool,
+    timeout: std::time::Duration,
+    out: &mut Out,
+) -> Result<ExitStatus, Error> {
+    let limits = crate::catalog::DiscoveryLimits {
+        deadline: Some(crate::catalog::Deadline::after(timeout)),
+        ..read.limits
+    };
+    let mut snap = CatalogSnapshot::open(&read.dataset, limits, physical)?;
     crate::catalog::read::check_files(&read.dataset, &mut snap.sources)?;
-    report_snapshot(out, &snap.snapshot_id);
+    report_snapshot(out, &snap);
     if read.strict {
         if let Some(s) = snap
             .sources

@@ -17,11 +17,16 @@ use crate::error::Error;
 pub fn run(settings: &Settings, out: &mut Out) -> Result<ExitStatus, Error> {
     match &settings.command {
         CommandSettings::Default { set } => default::run(settings, set.as_deref(), out),
-        CommandSettings::Ls { read, physical } => ls::run(read, *physical, out),
+        CommandSettings::Ls {
+            read,
+            physical,
+            timeout,
+        } => ls::run(read, *physical, *timeout, out),
         CommandSettings::Status {
             read,
             max_document_bytes,
-        } => status::run(read, *max_document_bytes, out),
+            timeout,
+        } => status::run(read, *max_document_bytes, *timeout, out),
         CommandSettings::Query(q) => query::run(q, out),
         CommandSettings::Import(s) => import::run(s, out),
         CommandSettings::Export(s) => export::run(s, out),
@@ -55,9 +60,11 @@ pub fn run(settings: &Settings, out: &mut Out) -> Result<ExitStatus, Error> {
     }
 }
 
-/// Print the snapshot line every read command writes to stderr.
-fn report_snapshot(out: &Out, snapshot_id: &str) {
-    out.info(&format!("snapshot_id: {snapshot_id}"));
+/// Print the snapshot line every read command writes to stderr, and keep
+/// the snapshot for an error object.
+fn report_snapshot(out: &Out, snap: &crate::catalog::CatalogSnapshot) {
+    out.remember_snapshot(&snap.dataset.to_string(), &snap.snapshot_id);
+    out.info(&format!("snapshot_id: {}", snap.snapshot_id));
 }
 
 /// Human-readable byte size.

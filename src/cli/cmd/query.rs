@@ -17,6 +17,7 @@ pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
     let mounts = Mounts::open(&q.mounts, q.limits, q.strict, q.max_document_bytes)?;
     for m in mounts.mounts() {
         if mounts.mounts().len() == 1 {
+            out.remember_snapshot(&m.snapshot.dataset.to_string(), &m.snapshot.snapshot_id);
             out.info(&format!("snapshot_id: {}", m.snapshot.snapshot_id));
         } else {
             out.info(&format!(

@@ -8,7 +8,9 @@ use serde_json::json;
 use super::ls::source_json;
 use super::report_snapshot;
 use crate::catalog::read::{SourceCounts, SourceRead};
-use crate::catalog::{CatalogError, CatalogSnapshot, Source, SourceStatus, StatusReason};
+use crate::catalog::{
+    CatalogError, CatalogSnapshot, Deadline, DiscoveryLimits, Source, SourceStatus, StatusReason,
+};
 use crate::cli::out::{Align, Out, Table};
 use crate::cli::settings::ReadSettings;
 use crate::cli::ExitStatus;
@@ -27,9 +29,18 @@ struct Report<'a> {
 pub fn run(
     read: &ReadSettings,
     max_document_bytes: u64,
+    timeout: std::time::Duration,
     out: &mut Out,
 ) -> Result<ExitStatus, Error> {
-    let snap = CatalogSnapshot::open(&read.dataset, read.limits, false)?;
+    let deadline = Deadline::after(timeout);
+    let limits = DiscoveryLimits {
+        deadline: Some(deadline),
+        ..read.limits
+    };
+    let snap = CatalogSnapshot::open(&read.dataset, limits, false)?;
+    // The snapshot line waits for the progress display; an error while
+    // reading still names the snapshot.
+    out.remember_snapshot(&snap.dataset.to_string(), &snap.snapshot_id);
     let opts = DecodeOptions {
         max_document_bytes,
         projection: crate::formats::atif::Projection::Skeleton,
@@ -42,6 +53,9 @@ pub fn run(
         snap.sources
             .par_iter()
             .map(|s| {
+                // Checked before each Source: one read in progress is
+                // finished, no new one starts past the deadline.
+                deadline.check()?;
                 let r = report(s, opts);
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                 if let Ok(mut p) = progress.try_lock() {
@@ -58,7 +72,8 @@ pub fn run(
     for r in results {
         reports.push(r?);
     }
-    report_snapshot(out, &snap.snapshot_id);
+    deadline.check()?;
+    report_snapshot(out, &snap);
     for (p, e) in &snap.discovery_errors {
         out.warn("PC-CAT-009", &format!("cannot read `{p}`: {e}"));
     }
