@@ -63,8 +63,28 @@ pub(crate) fn reasoning_of(m: &Map<String, Value>) -> Option<String> {
     None
 }
 
+/// The arguments of an OpenAI call as Storyline `args`, with the original
+/// text when it must be kept: a JSON string holding a JSON object, array,
+/// number, boolean or null is read as that value (and its text kept when it
+/// is not the value's canonical JSON); any other string (not JSON, or a
+/// quoted JSON string) stays the string itself; arguments given as JSON
+/// rather than as a string are taken as they are.
+pub(crate) fn read_arguments(raw: Value) -> (Value, Option<String>) {
+    match raw {
+        Value::String(s) => match serde_json::from_str::<Value>(&s) {
+            Ok(v) if !v.is_string() => {
+                let keep = v.to_string() != s;
+                (v, keep.then_some(s))
+            }
+            _ => (Value::String(s), None),
+        },
+        other => (other, None),
+    }
+}
+
 /// Map OpenAI `tool_calls` to Storyline calls. Arguments given as a JSON
-/// string are parsed; unparsable strings are kept as strings.
+/// string are parsed (see [`read_arguments`]); other strings are kept as
+/// strings.
 pub(crate) fn convert_calls(
     calls: &[Value],
     step: i64,
@@ -117,10 +137,7 @@ pub(crate) fn convert_calls(
             .or_else(|| o.get("arguments"))
             .cloned()
             .unwrap_or(Value::Null);
-        let args = match raw {
-            Value::String(s) => serde_json::from_str(&s).unwrap_or(Value::String(s)),
-            other => other,
-        };
+        let (args, args_raw) = read_arguments(raw);
         out.push(ToolCall {
             tcid,
             func,
@@ -130,6 +147,7 @@ pub(crate) fn convert_calls(
             extra: None,
             kind: None,
             response: None,
+            args_raw,
         });
     }
     out

@@ -41,9 +41,11 @@ fn example(d: &Storyline, losses: &mut Losses) -> Value {
                 let list: Vec<Value> = calls
                     .iter()
                     .map(|c| {
-                        let args = match &c.args {
-                            Value::String(s) => s.clone(),
-                            other => other.to_string(),
+                        // The source's own text when it was kept.
+                        let args = match (&c.args_raw, &c.args) {
+                            (Some(raw), _) => raw.clone(),
+                            (None, Value::String(s)) => s.clone(),
+                            (None, other) => other.to_string(),
                         };
                         json!({"id": c.tcid, "type": "function", "function": {"name": c.func, "arguments": args}})
                     })
