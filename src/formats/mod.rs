@@ -498,7 +498,8 @@ pub enum ExportFormat {
     Atif,
     /// ACTF v1.0.
     Actf,
-    /// OpenAI messages (SFT examples).
+    /// OpenAI messages: SFT examples, and rows for documents read from
+    /// row-per-call rows.
     OpenAiMessages,
     /// Storyline v1.
     Storyline,
