@@ -31,6 +31,27 @@ pub fn encode(docs: &[Storyline], losses: &mut Losses) -> Vec<Value> {
             _ => roots.push(i),
         }
     }
+    // Parent links that loop never reach a root: those documents are
+    // written as roots of their own (their parent link is reported) rather
+    // than left out or embedded in each other forever.
+    let mut reached = vec![false; docs.len()];
+    let mut stack: Vec<usize> = roots.clone();
+    while let Some(i) = stack.pop() {
+        if std::mem::replace(&mut reached[i], true) {
+            continue;
+        }
+        if let Some(kids) = children.get(&i) {
+            stack.extend(kids.iter().copied());
+        }
+    }
+    for (i, seen) in reached.iter().enumerate() {
+        if !seen {
+            for kids in children.values_mut() {
+                kids.retain(|&k| k != i);
+            }
+            roots.push(i);
+        }
+    }
     // Children in the parent's declared order first.
     for (p, kids) in &mut children {
         let order: Vec<&str> = docs[*p]
@@ -56,7 +77,7 @@ pub fn encode(docs: &[Storyline], losses: &mut Losses) -> Vec<Value> {
                 losses.push(Loss::new(
                     "/parent",
                     format!(
-                        "the parent trajectory `{}` is not among the exported documents; ATIF links a subagent only by embedding it in its parent",
+                        "the parent trajectory `{}` is not exported around it; ATIF links a subagent only by embedding it in its parent",
                         crate::util::text::escape_control(&p.psid)
                     ),
                 ));
