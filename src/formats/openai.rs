@@ -16,7 +16,10 @@ use serde_json::{json, Map, Value};
 
 use super::json::RecordPos;
 use super::model::{Agent, Env, Origin, Storyline, Task, ToolCall, Turn};
-use super::openai_encode::{row_built, row_spans, RowInfo, RowPlan, ROW_DERIVED};
+use super::openai_encode::{
+    history_index, history_len, history_messages, row_built, row_spans, RowInfo, RowPlan,
+    ROW_DERIVED,
+};
 use super::residual::{diff_into, diff_object, join, Residual};
 use super::{locator, DecodeCtx, Diagnostic, FormatError};
 
@@ -805,21 +808,43 @@ fn build_session(
         rows: infos,
     };
     let spans = row_spans(&doc, &plan);
+    let index = history_index(&doc);
+    let with_messages = plan.keys.iter().any(|k| k == "messages");
     for (n, (_, actual)) in rows.iter().enumerate() {
-        let mut built = row_built(&doc, &plan, &spans, n, false);
-        // Some producers log the call's own output as the last message of
-        // its history; then the history is rebuilt with it.
-        if let Some(m) = actual.get("messages") {
-            if built.get("messages") != Some(m) {
-                let with = row_built(&doc, &plan, &spans, n, true);
-                if with.get("messages") == Some(m) {
+        let at = format!("/session_steps/{}", plan.rows[n].at);
+        let built = row_built(&doc, &plan, &spans, n);
+        diff_object(&mut res, &at, actual, &built, &["messages"]);
+        if !with_messages {
+            if let Some(m) = actual.get("messages") {
+                res.put(format!("{at}/messages"), m.clone());
+            }
+            continue;
+        }
+        // The history is compared message by message, and only when the
+        // lengths agree: its cost follows the row, not the session.
+        let span = spans[n];
+        match actual.get("messages") {
+            Some(Value::Array(m)) => {
+                // Some producers log the call's own output as the last
+                // message of its history.
+                let with_output = span.has_response()
+                    && m.len() == history_len(&index, span, true)
+                    && history_messages(&doc, span, true)
+                        .zip(m)
+                        .all(|(b, a)| b == *a);
+                if with_output {
                     plan.rows[n].with_output = true;
-                    built = with;
+                } else if m.len() == history_len(&index, span, false) {
+                    for (i, (b, a)) in history_messages(&doc, span, false).zip(m).enumerate() {
+                        diff_into(&mut res, &format!("{at}/messages/{i}"), a, &b);
+                    }
+                } else {
+                    res.put(format!("{at}/messages"), Value::Array(m.clone()));
                 }
             }
+            Some(other) => res.put(format!("{at}/messages"), other.clone()),
+            None => res.absent(format!("{at}/messages")),
         }
-        let at = format!("/session_steps/{}", plan.rows[n].at);
-        diff_object(&mut res, &at, actual, &built);
     }
     res.note("shape", json!(SHAPE_ROWS));
     res.note("context", json!(plan.context));

@@ -631,33 +631,70 @@ pub(crate) fn row_spans(d: &Storyline, plan: &RowPlan) -> Vec<RowTurns> {
     out
 }
 
-/// The history a row sent: every turn before its response (with the
-/// results filed under them as tool messages), and the output itself when
-/// the producer logged it there too.
-fn history(d: &Storyline, span: RowTurns, with_output: bool) -> Vec<Value> {
+/// The history a row sent, message by message: every turn before its
+/// response (with the results filed under them as tool messages), and the
+/// output itself when the producer logged it there too. Lazy, so a caller
+/// that compares it with a source row pays for the source's length only.
+pub(crate) fn history_messages(
+    d: &Storyline,
+    span: RowTurns,
+    with_output: bool,
+) -> impl Iterator<Item = Value> + '_ {
     let upto = span.resp.unwrap_or(span.end).min(d.turns.len());
-    let mut out = Vec::new();
-    for t in &d.turns[..upto] {
-        out.push(turn_message(t));
-        out.extend(result_messages(t).into_iter().map(|(m, _)| m));
+    let output = span.resp.filter(|_| with_output).map(|i| &d.turns[i]);
+    d.turns[..upto]
+        .iter()
+        .flat_map(|t| {
+            std::iter::once(turn_message(t))
+                .chain(result_messages(t).into_iter().map(|(m, _)| m))
+        })
+        .chain(output.map(turn_message))
+}
+
+/// Messages before each turn's own in a history: `before[t]` for turn `t`,
+/// and the total at the end (a turn is its message and its results).
+pub(crate) fn history_index(d: &Storyline) -> Vec<usize> {
+    let mut before = Vec::with_capacity(d.turns.len() + 1);
+    let mut n = 0usize;
+    before.push(0);
+    for t in &d.turns {
+        let results = t
+            .observation
+            .as_ref()
+            .and_then(|o| o.get("results"))
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        n += 1 + results;
+        before.push(n);
     }
-    if with_output {
-        if let Some(i) = span.resp {
-            out.push(turn_message(&d.turns[i]));
-        }
+    before
+}
+
+/// The length of [`history_messages`], from [`history_index`].
+pub(crate) fn history_len(index: &[usize], span: RowTurns, with_output: bool) -> usize {
+    let upto = span
+        .resp
+        .unwrap_or(span.end)
+        .min(index.len().saturating_sub(1));
+    index.get(upto).copied().unwrap_or(0) + usize::from(with_output && span.resp.is_some())
+}
+
+impl RowTurns {
+    /// True when the row made a response turn.
+    pub(crate) fn has_response(&self) -> bool {
+        self.resp.is_some()
     }
-    out
 }
 
 /// Row `n` of `plan` as the encoder writes it from `d`, before the
-/// residual: the plan's keys, each from the turn or document field it was
-/// read into. The rows decoder records its residual against exactly this.
+/// residual: the plan's keys except `messages` (see [`history_messages`]),
+/// each from the turn or document field it was read into. The rows decoder
+/// records its residual against exactly this.
 pub(crate) fn row_built(
     d: &Storyline,
     plan: &RowPlan,
     spans: &[RowTurns],
     n: usize,
-    with_output: bool,
 ) -> Map<String, Value> {
     let info = &plan.rows[n];
     let span = spans[n];
@@ -682,7 +719,7 @@ pub(crate) fn row_built(
                 .and_then(|e| e.state.as_ref())
                 .and_then(|s| s.get(key.as_str()))
                 .cloned(),
-            "messages" => Some(Value::Array(history(d, span, with_output))),
+            "messages" => None,
             "response" => resp.map(turn_message),
             metric => resp
                 .and_then(|t| t.metrics.as_ref())
@@ -725,11 +762,19 @@ fn rows_records(docs: &[Storyline]) -> Vec<Value> {
             }
         }
         let spans = row_spans(d, &plan);
+        let with_messages = plan.keys.iter().any(|k| k == "messages");
         for (n, info) in plan.rows.iter().enumerate() {
-            let mut row = Value::Object(row_built(d, &plan, &spans, n, info.with_output));
-            if let Some(entries) = per_row.remove(&info.at) {
-                restore_all(&mut row, entries);
+            let mut row = row_built(d, &plan, &spans, n);
+            let entries = per_row.remove(&info.at).unwrap_or_default();
+            // A history the residual keeps whole (or that the row lacks) is
+            // not rebuilt.
+            let kept_whole = entries.iter().any(|(p, _)| p == "/messages");
+            if with_messages && !kept_whole {
+                let history: Vec<Value> = history_messages(d, spans[n], info.with_output).collect();
+                row.insert("messages".into(), Value::Array(history));
             }
+            let mut row = Value::Object(row);
+            restore_all(&mut row, entries);
             rows.push((info.at, row));
         }
     }

@@ -103,7 +103,7 @@ pub fn diff_into(res: &mut Residual, at: &str, actual: &Value, built: &Value) {
         return;
     }
     match (actual, built) {
-        (Value::Object(a), Value::Object(b)) => diff_object(res, at, a, b),
+        (Value::Object(a), Value::Object(b)) => diff_object(res, at, a, b, &[]),
         (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
             for (i, (av, bv)) in a.iter().zip(b).enumerate() {
                 diff_into(res, &format!("{at}/{i}"), av, bv);
@@ -113,9 +113,19 @@ pub fn diff_into(res: &mut Residual, at: &str, actual: &Value, built: &Value) {
     }
 }
 
-/// [`diff_into`] of two objects.
-pub fn diff_object(res: &mut Residual, at: &str, actual: &Map<String, Value>, built: &Map<String, Value>) {
+/// [`diff_into`] of two objects, leaving out the keys in `skip` (which the
+/// caller compares itself).
+pub fn diff_object(
+    res: &mut Residual,
+    at: &str,
+    actual: &Map<String, Value>,
+    built: &Map<String, Value>,
+    skip: &[&str],
+) {
     for (k, av) in actual {
+        if skip.contains(&k.as_str()) {
+            continue;
+        }
         let p = join(at, k);
         match built.get(k) {
             Some(bv) => diff_into(res, &p, av, bv),
@@ -123,7 +133,7 @@ pub fn diff_object(res: &mut Residual, at: &str, actual: &Map<String, Value>, bu
         }
     }
     for k in built.keys() {
-        if !actual.contains_key(k) {
+        if !actual.contains_key(k) && !skip.contains(&k.as_str()) {
             res.absent(join(at, k));
         }
     }
