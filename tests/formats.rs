@@ -241,3 +241,324 @@ fn decoded_documents_round_trip_through_storyline_json() {
         }
     }
 }
+
+// ------------------------------------------------- conversion completeness
+//
+// For every fixture file and a generated corpus, in every source format, and
+// for every export format: encode the file's documents (together, as
+// `export` does), read the records back with that format's decoder, and
+// compare the Storyline JSON field by field. Every field that differs must
+// be named by a reported loss: a loss pointer equal to the differing pointer
+// or a prefix of it. Only these representational differences are ignored
+// (see `normalized`):
+//
+// - `origin`: where the document was read from (the copy was read from the
+//   target format);
+// - `unknown_fields` and `unknown_key_counts`: the residual of the source
+//   format; the target's decoder records its own (a residual the target
+//   cannot carry is still reported, as `/unknown_fields/sources/NAME`);
+// - a `run` equal to the `session` of a document without a parent: it says
+//   no more than an absent run (`Storyline::explicit_run`);
+// - a turn `kind` equal to the kind derived from its source and tool calls
+//   (`Turn::derived_kind`).
+
+use pchronicle::formats::encode::Loss;
+use pchronicle::formats::{decode_bytes, encode_documents, DecodeCtx, ExportFormat};
+use serde_json::Value;
+
+const TARGETS: [ExportFormat; 4] = [
+    ExportFormat::Atif,
+    ExportFormat::Actf,
+    ExportFormat::OpenAiMessages,
+    ExportFormat::Storyline,
+];
+
+fn candidate_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            candidate_files(&p, out);
+        } else if pchronicle::formats::is_candidate_name(&p.file_name().unwrap().to_string_lossy())
+        {
+            out.push(p);
+        }
+    }
+}
+
+fn decode_path(p: &Path) -> Vec<Storyline> {
+    let bytes = std::fs::read(p).unwrap();
+    let mut ctx = DecodeCtx::new(p.display().to_string());
+    let mut docs = Vec::new();
+    let found = decode_bytes(&bytes, DecodeOptions::full(1 << 28), &mut ctx, &mut |d| {
+        docs.push(d);
+    })
+    .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    assert!(found.is_some(), "{}: no format detected", p.display());
+    docs
+}
+
+/// The documents of every shipped fixture file, one group per file.
+fn fixture_groups() -> Vec<(String, Vec<Storyline>)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["examples/dataset", "tests/fixtures"] {
+        candidate_files(&root.join(dir), &mut files);
+    }
+    files.sort();
+    files
+        .iter()
+        .map(|p| (p.display().to_string(), decode_path(p)))
+        .collect()
+}
+
+/// A generated corpus in each generated format, one group per file.
+fn generated_groups() -> Vec<(String, Vec<Storyline>)> {
+    let dir = tempfile::tempdir().unwrap();
+    for format in ["atif", "actf", "openai"] {
+        pchronicle::corpus::generate(&pchronicle::corpus::Options {
+            out: dir.path().join(format),
+            runs: 6,
+            steps: 8,
+            seed: 18,
+            format: format.into(),
+            subagent_every: 3,
+            files_per_dir: 1000,
+        })
+        .unwrap();
+    }
+    let mut files = Vec::new();
+    candidate_files(dir.path(), &mut files);
+    files.sort();
+    files
+        .iter()
+        .map(|p| {
+            let name = format!(
+                "generated {}",
+                p.strip_prefix(dir.path()).unwrap().display()
+            );
+            (name, decode_path(p))
+        })
+        .collect()
+}
+
+fn all_groups() -> Vec<(String, Vec<Storyline>)> {
+    let mut groups = fixture_groups();
+    groups.extend(generated_groups());
+    groups
+}
+
+/// The Storyline JSON of `d` without the allowed representational
+/// differences.
+fn normalized(d: &Storyline) -> Value {
+    let mut v = serde_json::to_value(d).unwrap();
+    let o = v.as_object_mut().unwrap();
+    for k in ["origin", "unknown_fields", "unknown_key_counts"] {
+        o.remove(k);
+    }
+    if d.explicit_run().is_none() {
+        o.remove("run");
+    }
+    if let Some(Value::Array(turns)) = o.get_mut("turns") {
+        for (t, tv) in d.turns.iter().zip(turns.iter_mut()) {
+            if !t.has_own_kind() {
+                if let Some(m) = tv.as_object_mut() {
+                    m.remove("kind");
+                }
+            }
+        }
+    }
+    v
+}
+
+/// JSON pointers where `a` and `b` differ: per key in objects, per element
+/// in arrays of one length, else the value itself.
+fn differences(a: &Value, b: &Value, at: &str, out: &mut Vec<String>) {
+    if a == b {
+        return;
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                let p = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
+                match (x.get(k), y.get(k)) {
+                    (Some(av), Some(bv)) => differences(av, bv, &p, out),
+                    _ => out.push(p),
+                }
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (av, bv)) in x.iter().zip(y).enumerate() {
+                differences(av, bv, &format!("{at}/{i}"), out);
+            }
+        }
+        _ => out.push(at.to_string()),
+    }
+}
+
+fn covered(p: &str, losses: &[Loss]) -> bool {
+    losses
+        .iter()
+        .any(|l| p == l.field || p.starts_with(&format!("{}/", l.field)))
+}
+
+/// Read `records` back as one JSON Lines file of the target format.
+fn read_back(name: &str, target: ExportFormat, records: &[Value]) -> Vec<Storyline> {
+    let mut text = String::new();
+    for r in records {
+        text.push_str(&serde_json::to_string(r).unwrap());
+        text.push('\n');
+    }
+    let mut ctx = DecodeCtx::new("read-back.jsonl");
+    let mut back = Vec::new();
+    decode_bytes(
+        text.as_bytes(),
+        DecodeOptions::full(1 << 28),
+        &mut ctx,
+        &mut |d| back.push(d),
+    )
+    .unwrap_or_else(|e| panic!("{name} as {target:?} does not read back: {e}"));
+    back
+}
+
+/// The differences of one conversion that no reported loss names.
+fn unreported(name: &str, docs: &[Storyline], target: ExportFormat) -> Vec<String> {
+    let (records, losses) = encode_documents(target, docs);
+    let back = read_back(name, target, &records);
+    assert_eq!(
+        back.len(),
+        docs.len(),
+        "{name} as {target:?}: documents read back"
+    );
+    let back: Vec<Value> = back.iter().map(normalized).collect();
+    let mut free = vec![true; back.len()];
+    let mut problems = Vec::new();
+    for (i, d) in docs.iter().enumerate() {
+        let want = normalized(d);
+        // The copy of this document is the read-back document with the
+        // fewest unreported differences (ids may change on the way).
+        let mut best: Option<(usize, Vec<String>)> = None;
+        for (j, b) in back.iter().enumerate() {
+            if !free[j] {
+                continue;
+            }
+            let mut diffs = Vec::new();
+            differences(&want, b, "", &mut diffs);
+            diffs.retain(|p| !covered(p, &losses));
+            if best.as_ref().is_none_or(|(_, u)| diffs.len() < u.len()) {
+                best = Some((j, diffs));
+            }
+        }
+        let (j, diffs) = best.expect("as many documents read back as written");
+        free[j] = false;
+        problems.extend(
+            diffs
+                .into_iter()
+                .map(|p| format!("{name} as {target:?}, document {i}: {p} differs, no loss names it")),
+        );
+    }
+    problems
+}
+
+#[test]
+fn every_conversion_reports_each_field_it_does_not_keep() {
+    let groups = all_groups();
+    assert!(groups.len() >= 17, "{} groups", groups.len());
+    let mut problems = Vec::new();
+    for (name, docs) in &groups {
+        for target in TARGETS {
+            problems.extend(unreported(name, docs, target));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{} unreported differences:\n{}",
+        problems.len(),
+        problems
+            .iter()
+            .take(80)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn same_format_and_storyline_conversions_lose_nothing() {
+    for (name, docs) in all_groups() {
+        let own = match docs[0].origin.as_ref().map(|o| o.format.as_str()) {
+            Some("atif") => ExportFormat::Atif,
+            Some("actf") => ExportFormat::Actf,
+            Some("openai-msg") => ExportFormat::OpenAiMessages,
+            other => panic!("{name}: unexpected origin {other:?}"),
+        };
+        for target in [own, ExportFormat::Storyline] {
+            let (records, losses) = encode_documents(target, &docs);
+            assert!(losses.is_empty(), "{name} as {target:?}: {losses:?}");
+            let back = read_back(&name, target, &records);
+            assert_eq!(back.len(), docs.len(), "{name} as {target:?}");
+            let mut want: Vec<Value> = docs.iter().map(normalized).collect();
+            let mut got: Vec<Value> = back.iter().map(normalized).collect();
+            // ACTF writes a task's attempts by key; compare as sets.
+            want.sort_by_key(Value::to_string);
+            got.sort_by_key(Value::to_string);
+            assert_eq!(got, want, "{name} as {target:?}");
+        }
+    }
+}
+
+#[test]
+fn openai_exports_give_the_source_records_back() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for rel in [
+        "tests/fixtures/openai/openhands_sft.jsonl",
+        "tests/fixtures/openai/rows_history.jsonl",
+        "examples/dataset/DeepLink-org__Persisting/cybergym_07270003_trimmed.json",
+        "examples/dataset/DeepLink-org__Persisting/cybergym_0729001_trimmed.json",
+    ] {
+        let path = root.join(rel);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let original: Vec<Value> = match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Array(a)) => a,
+            Ok(v) => vec![v],
+            Err(_) => text
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect(),
+        };
+        let docs = decode_path(&path);
+        let (records, losses) = encode_documents(ExportFormat::OpenAiMessages, &docs);
+        assert!(losses.is_empty(), "{rel}: {losses:?}");
+        assert_eq!(records, original, "{rel}");
+        // And through Storyline JSON, which keeps the argument text too.
+        let (sl, _) = encode_documents(ExportFormat::Storyline, &docs);
+        let again = read_back(rel, ExportFormat::Storyline, &sl);
+        let (records, _) = encode_documents(ExportFormat::OpenAiMessages, &again);
+        assert_eq!(records, original, "{rel} through Storyline JSON");
+    }
+}
+
+#[test]
+fn openai_arguments_keep_their_text() {
+    let line = r#"{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{\"b\": 1, \"a\": \"caf\\u00e9\"}"}},{"id":"b","type":"function","function":{"name":"g","arguments":"{\"unterminated"}},{"id":"c","type":"function","function":{"name":"h","arguments":"\"quoted\""}},{"id":"d","type":"function","function":{"name":"k","arguments":{"as":"json"}}}]}]}"#;
+    let mut ctx = DecodeCtx::new("a.jsonl");
+    let mut docs = Vec::new();
+    decode_bytes(line.as_bytes(), DecodeOptions::full(1 << 20), &mut ctx, &mut |d| {
+        docs.push(d);
+    })
+    .unwrap();
+    let calls = docs[0].turns[0].tool_calls.as_ref().unwrap();
+    assert_eq!(calls[0].args, serde_json::json!({"a": "café", "b": 1}));
+    assert_eq!(
+        calls[0].args_raw.as_deref(),
+        Some(r#"{"b": 1, "a": "caf\u00e9"}"#)
+    );
+    // Not JSON, or a quoted JSON string: kept as the string itself.
+    assert_eq!(calls[1].args, serde_json::json!("{\"unterminated"));
+    assert_eq!(calls[2].args, serde_json::json!("\"quoted\""));
+    let (records, losses) = encode_documents(ExportFormat::OpenAiMessages, &docs);
+    assert!(losses.is_empty(), "{losses:?}");
+    let original: Value = serde_json::from_str(line).unwrap();
+    assert_eq!(records, vec![original]);
+}

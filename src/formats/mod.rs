@@ -501,14 +501,17 @@ pub enum ExportFormat {
     Atif,
     /// ACTF v1.0.
     Actf,
-    /// OpenAI messages (SFT examples).
+    /// OpenAI messages: SFT examples, and rows for documents read from
+    /// row-per-call rows.
     OpenAiMessages,
     /// Storyline v1.
     Storyline,
 }
 
 /// Encode documents in `format`: the output records (one JSON value each)
-/// and what the conversion could not keep.
+/// and what the conversion could not keep: every Storyline field that
+/// reading the records back with the format's decoder would not give back
+/// as it is, by JSON pointer into its document (see [`encode::Loss`]).
 pub fn encode_documents(format: ExportFormat, docs: &[Storyline]) -> (Vec<Value>, encode::Losses) {
     let mut losses = Vec::new();
     let records = match format {
@@ -517,7 +520,7 @@ pub fn encode_documents(format: ExportFormat, docs: &[Storyline]) -> (Vec<Value>
         ExportFormat::OpenAiMessages => openai_encode::encode(docs, &mut losses),
         ExportFormat::Storyline => docs
             .iter()
-            .map(|d| serde_json::to_value(d).unwrap_or(Value::Null))
+            .map(|d| storyline::encode(d, &mut losses))
             .collect(),
     };
     (records, losses)

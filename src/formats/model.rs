@@ -402,7 +402,10 @@ pub struct Turn {
 }
 
 /// One tool call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Equality is that of the Storyline document: `args_raw`, which is not on
+/// the wire, is not compared.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolCall {
     /// Tool call id, unique within the document.
@@ -435,6 +438,27 @@ pub struct ToolCall {
     /// Status and exit code.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<ToolResponse>,
+    /// The arguments exactly as the source wrote them, when they came as a
+    /// JSON string (OpenAI `function.arguments`) whose text is not the
+    /// canonical JSON of `args` (other spacing, key order, escapes). Kept so
+    /// an export writes the training text back byte for byte. Not part of
+    /// the Storyline wire: stores keep it as the `arguments` column text,
+    /// Storyline JSON exports in `unknown_fields.arguments_text`.
+    #[serde(skip)]
+    pub args_raw: Option<String>,
+}
+
+impl PartialEq for ToolCall {
+    fn eq(&self, other: &Self) -> bool {
+        self.tcid == other.tcid
+            && self.func == other.func
+            && self.args == other.args
+            && self.result == other.result
+            && self.duration_ms == other.duration_ms
+            && self.extra == other.extra
+            && self.kind == other.kind
+            && self.response == other.response
+    }
 }
 
 /// A tool call's status.
@@ -504,6 +528,17 @@ impl Storyline {
         &self.session
     }
 
+    /// `run` when it names more than this document: a run id equal to the
+    /// session of a document without a parent says nothing (the session is
+    /// its own run, which is what an absent `run` means too).
+    pub fn explicit_run(&self) -> Option<&str> {
+        let r = self.run.as_deref()?;
+        if r == self.session && self.parent.is_none() {
+            return None;
+        }
+        Some(r)
+    }
+
     /// Number of tool calls across all turns.
     pub fn tool_call_count(&self) -> usize {
         self.turns
@@ -541,14 +576,26 @@ impl Turn {
 
     /// The explicit kind, or the kind derived from the source and tool calls.
     pub fn effective_kind(&self) -> &str {
-        if let Some(k) = self.kind.as_deref() {
-            return k;
+        match self.kind.as_deref() {
+            Some(k) => k,
+            None => self.derived_kind(),
         }
+    }
+
+    /// The kind an absent `kind` stands for: from the source and whether the
+    /// turn made tool calls. An explicit kind equal to it says nothing more.
+    pub fn derived_kind(&self) -> &'static str {
         match self.src.as_str() {
             "system" => "internal",
             "agent" if self.tool_calls.as_ref().is_some_and(|c| !c.is_empty()) => "autonomous",
             _ => "dialogue",
         }
+    }
+
+    /// True when `kind` is given and differs from the derived kind (a target
+    /// without kinds loses it).
+    pub fn has_own_kind(&self) -> bool {
+        self.kind.as_deref().is_some_and(|k| k != self.derived_kind())
     }
 }
 
@@ -648,6 +695,7 @@ mod tests {
             extra: None,
             kind: None,
             response: None,
+            args_raw: None,
         }]);
         assert_eq!(t.effective_kind(), "autonomous");
         assert_eq!(

@@ -16,11 +16,20 @@ use serde_json::{json, Map, Value};
 
 use super::json::RecordPos;
 use super::model::{Agent, Env, Origin, Storyline, Task, ToolCall, Turn};
-use super::residual::{join, Residual};
+use super::openai_encode::{
+    history_index, history_len, history_messages, row_built, row_spans, RowInfo, RowPlan,
+    ROW_DERIVED,
+};
+use super::residual::{diff_into, diff_object, join, Residual};
 use super::{locator, DecodeCtx, Diagnostic, FormatError};
 
 /// Source name in `unknown_fields`.
 pub const SOURCE: &str = "openai-msg";
+/// The recorded shape (`unknown_fields.sources.openai-msg.shape`) of a
+/// document decoded from an SFT example.
+pub const SHAPE_SFT: &str = "sft";
+/// The recorded shape of a document decoded from row-per-call rows.
+pub const SHAPE_ROWS: &str = "rows";
 const ARRAYS: &[&str] = &["session_steps", "messages", "tool_calls"];
 
 /// Reasoning spellings, in order of preference.
@@ -63,8 +72,28 @@ pub(crate) fn reasoning_of(m: &Map<String, Value>) -> Option<String> {
     None
 }
 
+/// The arguments of an OpenAI call as Storyline `args`, with the original
+/// text when it must be kept: a JSON string holding a JSON object, array,
+/// number, boolean or null is read as that value (and its text kept when it
+/// is not the value's canonical JSON); any other string (not JSON, or a
+/// quoted JSON string) stays the string itself; arguments given as JSON
+/// rather than as a string are taken as they are.
+pub(crate) fn read_arguments(raw: Value) -> (Value, Option<String>) {
+    match raw {
+        Value::String(s) => match serde_json::from_str::<Value>(&s) {
+            Ok(v) if !v.is_string() => {
+                let keep = v.to_string() != s;
+                (v, keep.then_some(s))
+            }
+            _ => (Value::String(s), None),
+        },
+        other => (other, None),
+    }
+}
+
 /// Map OpenAI `tool_calls` to Storyline calls. Arguments given as a JSON
-/// string are parsed; unparsable strings are kept as strings.
+/// string are parsed (see [`read_arguments`]); other strings are kept as
+/// strings.
 pub(crate) fn convert_calls(
     calls: &[Value],
     step: i64,
@@ -117,10 +146,7 @@ pub(crate) fn convert_calls(
             .or_else(|| o.get("arguments"))
             .cloned()
             .unwrap_or(Value::Null);
-        let args = match raw {
-            Value::String(s) => serde_json::from_str(&s).unwrap_or(Value::String(s)),
-            other => other,
-        };
+        let (args, args_raw) = read_arguments(raw);
         out.push(ToolCall {
             tcid,
             func,
@@ -130,6 +156,7 @@ pub(crate) fn convert_calls(
             extra: None,
             kind: None,
             response: None,
+            args_raw,
         });
     }
     out
@@ -141,6 +168,18 @@ pub(crate) fn attach_result(
     fallback: Option<usize>,
     tcid: &str,
     content: Value,
+) -> bool {
+    attach_result_content(turns, owner, fallback, tcid, Some(content))
+}
+
+/// [`attach_result`] of a tool message that may have no `content` (the
+/// result then has none either, so the message is written back the same).
+pub(crate) fn attach_result_content(
+    turns: &mut [Turn],
+    owner: &HashMap<String, usize>,
+    fallback: Option<usize>,
+    tcid: &str,
+    content: Option<Value>,
 ) -> bool {
     let (idx, linked) = match owner.get(tcid) {
         Some(&i) => (i, true),
@@ -154,16 +193,28 @@ pub(crate) fn attach_result(
         .observation
         .get_or_insert_with(|| json!({ "results": [] }));
     if let Some(Value::Array(r)) = obs.get_mut("results") {
-        if tcid.is_empty() {
-            r.push(json!({ "content": content }));
-        } else {
-            r.push(json!({ "source_call_id": tcid, "content": content }));
+        let mut item = Map::new();
+        if !tcid.is_empty() {
+            item.insert("source_call_id".into(), json!(tcid));
         }
+        if let Some(c) = content {
+            item.insert("content".into(), c);
+        }
+        r.push(Value::Object(item));
     }
     linked
 }
 
 /// Decode one SFT example.
+///
+/// Everything the encoder would write differently from the example is kept
+/// as the residual: the example's own keys beside `messages` and `tools`
+/// (`instance_id`, `resolved`, …), message and call keys without a Storyline
+/// field (`name`, `index`, `"tool_calls": null`, …), the original text of
+/// arguments, the order of tool messages. It is the difference between the
+/// example and what [`super::openai_encode::sft_record`] writes from the
+/// decoded document, so an export gives the example back; the shape is
+/// recorded with it, so the encoder knows the document is an SFT example.
 pub fn decode_sft(
     v: Value,
     pos: RecordPos,
@@ -171,10 +222,10 @@ pub fn decode_sft(
     sink: &mut dyn FnMut(Storyline),
 ) -> Result<(), FormatError> {
     let at = locator(pos);
-    let Value::Object(mut o) = v else {
+    let Value::Object(o) = &v else {
         return Err(ctx.schema(at, "an OpenAI example must be a JSON object"));
     };
-    let Some(Value::Array(messages)) = o.remove("messages") else {
+    let Some(Value::Array(messages)) = o.get("messages") else {
         return Err(FormatError::NotThisFormat {
             source_path: ctx.source_path.clone(),
             record: pos.index + 1,
@@ -193,60 +244,43 @@ pub fn decode_sft(
         schema_version: None,
         document_id: None,
     });
-    let prefix = if pos.line > 0 {
-        String::new()
-    } else {
-        format!("/{}", pos.index)
-    };
-    let mut res = Residual::default();
-    doc.agent.tools = o.remove("tools").or_else(|| o.remove("functions"));
+    doc.agent.tools = o.get("tools").or_else(|| o.get("functions")).cloned();
     let mut owner: HashMap<String, usize> = HashMap::new();
     let mut seen = HashSet::new();
-    for (i, m) in messages.into_iter().enumerate() {
-        let mp = format!("{prefix}/messages/{i}");
-        let Value::Object(mut mo) = m else {
+    for (i, m) in messages.iter().enumerate() {
+        let mp = format!("/messages/{i}");
+        let Value::Object(mo) = m else {
             return Err(ctx.schema(format!("{at} {mp}"), "a message must be an object"));
         };
-        let role = mo
-            .get("role")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let role = mo.get("role").and_then(Value::as_str).unwrap_or("");
         if role == "tool" || role == "function" {
-            let tcid = mo
-                .get("tool_call_id")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            let content = mo.remove("content").unwrap_or(Value::Null);
+            let tcid = mo.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
             let fallback = doc.turns.len().checked_sub(1);
-            let linked = attach_result(&mut doc.turns, &owner, fallback, &tcid, content.clone());
+            let linked = attach_result_content(
+                &mut doc.turns,
+                &owner,
+                fallback,
+                tcid,
+                mo.get("content").cloned(),
+            );
             if !linked {
                 ctx.diag(
                     Diagnostic::ORPHAN_RESULT,
                     format!("{at} {mp}"),
                     format!("tool message names no earlier call (`{tcid}`)"),
                 );
-                if fallback.is_none() {
-                    // No turn to carry it: keep it in the residual.
-                    res.put(join(&mp, "content"), content);
-                }
             }
-            for k in ["role", "tool_call_id"] {
-                mo.remove(k);
-            }
-            res.rest(&mp, mo);
             continue;
         }
         let id = i as i64 + 1;
         let mut turn = Turn::new(
             id,
-            role_src(&role),
-            mo.remove("content").unwrap_or(Value::Null),
+            role_src(role),
+            mo.get("content").cloned().unwrap_or(Value::Null),
         );
-        turn.reason = reasoning_of(&mo);
-        if let Some(Value::Array(calls)) = mo.remove("tool_calls") {
-            let c = convert_calls(&calls, id, ctx, &format!("{at} {mp}"));
+        turn.reason = reasoning_of(mo);
+        if let Some(Value::Array(calls)) = mo.get("tool_calls") {
+            let c = convert_calls(calls, id, ctx, &format!("{at} {mp}"));
             for call in &c {
                 if !seen.insert(call.tcid.clone()) {
                     ctx.diag(
@@ -259,18 +293,14 @@ pub fn decode_sft(
             }
             turn.tool_calls = Some(c);
         }
-        mo.remove("role");
-        if role != "system" && role != "user" && role != "assistant" {
-            res.put(join(&mp, "role"), Value::String(role));
-        }
-        res.rest(&mp, mo);
         doc.turns.push(turn);
     }
-    res.rest(&prefix, o);
-    if !res.is_empty() {
-        let d = format!("{}#{}", ctx.source_path, pos.index + 1);
-        res.apply(&mut doc, SOURCE, &d, ARRAYS);
-    }
+    let built = super::openai_encode::sft_record(&doc);
+    let mut res = Residual::default();
+    diff_into(&mut res, "", &v, &built);
+    res.note("shape", json!(SHAPE_SFT));
+    let d = format!("{}#{}", ctx.source_path, pos.index + 1);
+    res.apply(&mut doc, SOURCE, &d, ARRAYS);
     sink(doc);
     Ok(())
 }
@@ -280,6 +310,8 @@ pub fn decode_sft(
 pub struct RowCollector {
     rows: Vec<(usize, Map<String, Value>)>,
     envelope: Map<String, Value>,
+    /// The rows came in a `session_steps` envelope (written back as one).
+    enveloped: bool,
 }
 
 impl RowCollector {
@@ -297,6 +329,7 @@ impl RowCollector {
                         self.push(r, pos, ctx)?;
                     }
                 }
+                self.enveloped = true;
                 self.envelope.extend(o);
                 Ok(())
             }
@@ -348,7 +381,7 @@ impl RowCollector {
                     *r,
                 )
             });
-            let doc = build_session(&sid, rows, &self.envelope, ctx)?;
+            let doc = build_session(&sid, rows, &self.envelope, self.enveloped, ctx)?;
             sink(doc);
         }
         Ok(())
@@ -417,31 +450,19 @@ fn usable(m: &Map<String, Value>) -> bool {
     content_ok || calls_ok
 }
 
-/// Message keys the row mapping understands; others go to the residual.
-const MESSAGE_KEYS: &[&str] = &[
-    "role",
-    "content",
-    "tool_calls",
-    "tool_call_id",
-    "reasoning_content",
-    "refusal",
-    "name",
-];
-
-fn message_residual(res: &mut Residual, prefix: &str, m: &Value) {
-    if let Some(mo) = m.as_object() {
-        for (k, v) in mo {
-            if !v.is_null() && !MESSAGE_KEYS.contains(&k.as_str()) {
-                res.put(join(prefix, k), v.clone());
-            }
-        }
-    }
-}
-
+/// Build the document of session `sid` from its rows (in step order).
+///
+/// The turns, run, agent, task and metrics are read from the rows as
+/// documented; everything else of each row is kept as the residual: the
+/// difference between the row and what the rows encoder
+/// ([`super::openai_encode::row_built`]) writes from the document, so that
+/// an export gives the rows back. How rows map to turns (file position, step
+/// id, context count, which row keys the encoder writes) is recorded with it.
 fn build_session(
     sid: &str,
     rows: Vec<(usize, Map<String, Value>)>,
     envelope: &Map<String, Value>,
+    enveloped: bool,
     ctx: &mut DecodeCtx,
 ) -> Result<Storyline, FormatError> {
     let mut doc = Storyline::new(sid, "openai-import");
@@ -464,7 +485,11 @@ fn build_session(
     let mut context_count = 0i64;
     let mut env = Env::default();
     let mut state = Map::new();
-    for (n, (r, mut row)) in rows.into_iter().enumerate() {
+    let mut infos: Vec<RowInfo> = Vec::with_capacity(rows.len());
+    for (n, (r, original)) in rows.iter().enumerate() {
+        let r = *r;
+        // The row is read from a copy: the original stays for the residual.
+        let mut row = original.clone();
         let rp = format!("/session_steps/{r}");
         let step_id = match row.remove("step_id").and_then(|v| v.as_i64()) {
             // Turn ids are derived as 2 × step_id; keep them far from overflow.
@@ -486,6 +511,11 @@ fn build_session(
                 n as i64 + 1
             }
         };
+        infos.push(RowInfo {
+            at: r as u64,
+            step: step_id,
+            with_output: false,
+        });
         if !step_ids.insert(step_id) {
             ctx.diag(
                 Diagnostic::STEP_ORDER,
@@ -493,7 +523,6 @@ fn build_session(
                 format!("step_id {step_id} appears twice in session `{sid}`"),
             );
         }
-        row.remove("session_id");
         for key in ["run_id", "run_bucket", "job_id"] {
             if let Some(Value::String(v)) = row.remove(key) {
                 match &doc.run {
@@ -504,7 +533,6 @@ fn build_session(
                             format!("{rp}/{key}"),
                             format!("run `{v}` differs from `{existing}` earlier in the session"),
                         );
-                        res.put(join(&rp, key), Value::String(v));
                     }
                     _ => {}
                 }
@@ -516,17 +544,12 @@ fn build_session(
             if let Some(Value::String(s)) = mo.remove("source") {
                 meta_source.get_or_insert(s);
             }
-            if let Some(es) = mo.remove("env_state").map(decode_json_string) {
-                if let Value::Object(es) = es {
-                    env_state = es;
-                } else {
-                    res.put(format!("{rp}/meta_json/env_state"), es);
-                }
+            if let Some(Value::Object(es)) = mo.remove("env_state").map(decode_json_string) {
+                env_state = es;
             }
             if let Some(g) = mo.remove("group_id") {
                 state.entry("group_id").or_insert(g);
             }
-            res.rest(&format!("{rp}/meta_json"), mo);
         }
         if let Some(Value::String(a)) = row.remove("agent_id") {
             if !a.is_empty() {
@@ -537,7 +560,6 @@ fn build_session(
             .remove("agent_model")
             .or_else(|| row.remove("llm_model"))
             .and_then(|v| v.as_str().map(str::to_string));
-        row.remove("llm_model");
         if doc.agent.model.is_none() {
             doc.agent.model.clone_from(&model);
         }
@@ -548,9 +570,6 @@ fn build_session(
             if let Some(v) = row.remove(key) {
                 state.entry(key).or_insert(v);
             }
-        }
-        if row.get("env_id").and_then(Value::as_str) == Some(sid) {
-            row.remove("env_id");
         }
         let created_at = row.remove("created_at").filter(|v| !v.is_null());
         let event_id = row.remove("id");
@@ -564,12 +583,6 @@ fn build_session(
         let response = row
             .remove("response")
             .or_else(|| row.remove("response_json").map(decode_json_string));
-        for (i, m) in messages.iter().enumerate() {
-            message_residual(&mut res, &format!("{rp}/messages/{i}"), m);
-        }
-        if let Some(r) = &response {
-            message_residual(&mut res, &format!("{rp}/response"), r);
-        }
         let mut metrics = Map::new();
         for k in ENV_METRICS {
             if let Some(v) = env_state.remove(*k) {
@@ -599,27 +612,6 @@ fn build_session(
         if let Some(Value::String(e)) = env_state.remove("request_id") {
             turn_env.request_id = Some(e);
         }
-        for k in ["session_id", "requested_model", "llm_step_index"] {
-            env_state.remove(k);
-        }
-        if !env_state.is_empty() {
-            res.rest(&format!("{rp}/meta_json/env_state"), env_state);
-        }
-        for k in [
-            "chosen_response",
-            "rejected_response",
-            "ground_truth_answer",
-            "reference_answer",
-            "blob_manifest",
-        ] {
-            match row.remove(k) {
-                None | Some(Value::Null) => {}
-                Some(Value::Array(a)) if a.is_empty() => {}
-                Some(Value::String(s)) if s.is_empty() => {}
-                Some(v) => res.put(join(&rp, k), v),
-            }
-        }
-        res.rest(&rp, row);
 
         let last_user = messages
             .iter()
@@ -800,9 +792,84 @@ fn build_session(
             result: None,
         });
     }
-    if !res.is_empty() {
-        let id = format!("{}#{sid}", ctx.source_path);
-        res.apply(&mut doc, SOURCE, &id, ARRAYS);
+    // What each row holds beyond what the encoder rebuilds from the turns.
+    let keys: Vec<String> = rows
+        .first()
+        .map(|(_, row)| {
+            row.keys()
+                .filter(|k| ROW_DERIVED.contains(&k.as_str()))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut plan = RowPlan {
+        context: context_count.max(0) as usize,
+        keys,
+        rows: infos,
+    };
+    let spans = row_spans(&doc, &plan);
+    let index = history_index(&doc);
+    let with_messages = plan.keys.iter().any(|k| k == "messages");
+    for (n, (_, actual)) in rows.iter().enumerate() {
+        let at = format!("/session_steps/{}", plan.rows[n].at);
+        let built = row_built(&doc, &plan, &spans, n);
+        diff_object(&mut res, &at, actual, &built, &["messages"]);
+        if !with_messages {
+            if let Some(m) = actual.get("messages") {
+                res.put(format!("{at}/messages"), m.clone());
+            }
+            continue;
+        }
+        // The history is compared message by message, and only when the
+        // lengths agree: its cost follows the row, not the session.
+        let span = spans[n];
+        match actual.get("messages") {
+            Some(Value::Array(m)) => {
+                // Some producers log the call's own output as the last
+                // message of its history.
+                let with_output = span.has_response()
+                    && m.len() == history_len(&index, span, true)
+                    && history_messages(&doc, span, true)
+                        .zip(m)
+                        .all(|(b, a)| b == *a);
+                if with_output {
+                    plan.rows[n].with_output = true;
+                } else if m.len() == history_len(&index, span, false) {
+                    for (i, (b, a)) in history_messages(&doc, span, false).zip(m).enumerate() {
+                        diff_into(&mut res, &format!("{at}/messages/{i}"), a, &b);
+                    }
+                } else {
+                    res.put(format!("{at}/messages"), Value::Array(m.clone()));
+                }
+            }
+            Some(other) => res.put(format!("{at}/messages"), other.clone()),
+            None => res.absent(format!("{at}/messages")),
+        }
     }
+    res.note("shape", json!(SHAPE_ROWS));
+    res.note("context", json!(plan.context));
+    res.note("row_keys", json!(plan.keys));
+    res.note(
+        "rows",
+        Value::Array(
+            plan.rows
+                .iter()
+                .map(|i| {
+                    let mut o = Map::new();
+                    o.insert("at".into(), json!(i.at));
+                    o.insert("step_id".into(), json!(i.step));
+                    if i.with_output {
+                        o.insert("with_output".into(), json!(true));
+                    }
+                    Value::Object(o)
+                })
+                .collect(),
+        ),
+    );
+    if enveloped {
+        res.note("envelope", json!(true));
+    }
+    let id = format!("{}#{sid}", ctx.source_path);
+    res.apply(&mut doc, SOURCE, &id, ARRAYS);
     Ok(doc)
 }

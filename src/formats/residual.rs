@@ -25,6 +25,9 @@ pub struct Residual {
     /// Pointers of keys the source lacked that Storyline requires (a
     /// session id the decoder derived): export leaves them out again.
     absent: Vec<String>,
+    /// Facts about the source document as a whole (its shape, how its
+    /// parts map to turns), written beside `fields` in the slice.
+    notes: Map<String, Value>,
 }
 
 impl Residual {
@@ -46,9 +49,15 @@ impl Residual {
         self.absent.push(pointer);
     }
 
+    /// Record a fact about the source document as a whole, kept in the
+    /// slice under `key` (not a pointer: it is not put back anywhere).
+    pub fn note(&mut self, key: &str, value: Value) {
+        self.notes.insert(key.to_string(), value);
+    }
+
     /// True when nothing was recorded.
     pub fn is_empty(&self) -> bool {
-        self.fields.is_empty() && self.absent.is_empty()
+        self.fields.is_empty() && self.absent.is_empty() && self.notes.is_empty()
     }
 
     /// Write `unknown_fields` / `unknown_key_counts` into `doc` for `source`.
@@ -73,8 +82,60 @@ impl Residual {
         if !self.absent.is_empty() {
             slice["absent"] = json!(self.absent);
         }
+        for (k, v) in self.notes {
+            slice[k.as_str()] = v;
+        }
         doc.unknown_fields = Some(json!({ "sources": { source: slice } }));
         doc.unknown_key_counts = Some(json!({ source: Value::Object(counts) }));
+    }
+}
+
+/// Record in `res` what turns `built` (what an encoder writes from the
+/// Storyline document) into `actual` (the source value) below pointer `at`:
+/// values that differ or that `built` lacks are kept, keys that only `built`
+/// has are marked absent. Objects are compared key by key and arrays of the
+/// same length element by element; anything else that differs is kept
+/// whole. Putting the entries back over `built` gives `actual` exactly, so a
+/// decoder that records this residual makes its format round-trip without
+/// knowing every quirk of its sources.
+pub fn diff_into(res: &mut Residual, at: &str, actual: &Value, built: &Value) {
+    if actual == built {
+        return;
+    }
+    match (actual, built) {
+        (Value::Object(a), Value::Object(b)) => diff_object(res, at, a, b, &[]),
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (i, (av, bv)) in a.iter().zip(b).enumerate() {
+                diff_into(res, &format!("{at}/{i}"), av, bv);
+            }
+        }
+        _ => res.put(at.to_string(), actual.clone()),
+    }
+}
+
+/// [`diff_into`] of two objects, leaving out the keys in `skip` (which the
+/// caller compares itself).
+pub fn diff_object(
+    res: &mut Residual,
+    at: &str,
+    actual: &Map<String, Value>,
+    built: &Map<String, Value>,
+    skip: &[&str],
+) {
+    for (k, av) in actual {
+        if skip.contains(&k.as_str()) {
+            continue;
+        }
+        let p = join(at, k);
+        match built.get(k) {
+            Some(bv) => diff_into(res, &p, av, bv),
+            None => res.put(p, av.clone()),
+        }
+    }
+    for k in built.keys() {
+        if !actual.contains_key(k) && !skip.contains(&k.as_str()) {
+            res.absent(join(at, k));
+        }
     }
 }
 
@@ -149,6 +210,21 @@ mod tests {
             normalize_pointer("/attempts/1/x", &["steps"]),
             "/attempts/1/x"
         );
+    }
+
+    #[test]
+    fn diff_puts_back_exactly() {
+        use crate::formats::encode::{restore_all, ResidualEntry};
+        let actual = json!({"a": 1, "m": [{"x": 1, "k": null}, {"y": [1, 2]}], "s": "t"});
+        let built = json!({"a": 2, "m": [{"x": 1}, {"y": [1], "z": 0}], "gone": true});
+        let mut res = Residual::default();
+        diff_into(&mut res, "", &actual, &built);
+        let mut entries: Vec<ResidualEntry> =
+            res.fields.into_iter().map(|(p, v)| (p, Some(v))).collect();
+        entries.extend(res.absent.into_iter().map(|p| (p, None)));
+        let mut v = built;
+        restore_all(&mut v, entries);
+        assert_eq!(v, actual);
     }
 
     #[test]

@@ -2,11 +2,106 @@
 
 use std::collections::HashSet;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
+use super::encode::{Loss, Losses};
 use super::json::RecordPos;
 use super::model::{Storyline, STORYLINE_V1};
 use super::{locator, DecodeCtx, Diagnostic, FormatError};
+
+/// Key of `unknown_fields` under which Storyline JSON keeps the original
+/// text of OpenAI tool-call arguments (`ToolCall::args_raw`, which has no
+/// field on the wire), by JSON pointer to each call's `args`.
+pub const ARGUMENTS_TEXT: &str = "arguments_text";
+
+/// A document as Storyline JSON. Everything is written as it is; the
+/// original text of OpenAI arguments goes into
+/// `unknown_fields.arguments_text`, where the Storyline reader takes it back
+/// from, so an OpenAI export of the re-read document is still byte-exact.
+pub fn encode(d: &Storyline, losses: &mut Losses) -> Value {
+    let mut v = serde_json::to_value(d).unwrap_or(Value::Null);
+    let mut texts = Map::new();
+    for (k, t) in d.turns.iter().enumerate() {
+        for (c, call) in t.tool_calls.iter().flatten().enumerate() {
+            if let Some(raw) = &call.args_raw {
+                texts.insert(
+                    format!("/turns/{k}/tool_calls/{c}/args"),
+                    Value::String(raw.clone()),
+                );
+            }
+        }
+    }
+    if texts.is_empty() {
+        return v;
+    }
+    let Value::Object(o) = &mut v else { return v };
+    match o
+        .entry("unknown_fields")
+        .or_insert_with(|| Value::Object(Map::new()))
+    {
+        Value::Object(u) => {
+            u.insert(ARGUMENTS_TEXT.into(), Value::Object(texts));
+        }
+        _ => {
+            for p in texts.keys() {
+                losses.push(Loss::new(
+                    p.clone(),
+                    "the original argument text has no place beside an unknown_fields that is not an object",
+                ));
+            }
+        }
+    }
+    v
+}
+
+/// Take `unknown_fields.arguments_text` (see [`encode`]) back into the calls'
+/// `args_raw`: only text that reads as the call's arguments and is not their
+/// canonical JSON. An `unknown_fields` left empty reads as absent.
+fn take_arguments_text(doc: &mut Storyline) {
+    let texts = {
+        let Some(Value::Object(u)) = doc.unknown_fields.as_mut() else {
+            return;
+        };
+        let texts = match u.remove(ARGUMENTS_TEXT) {
+            Some(Value::Object(t)) => t,
+            Some(other) => {
+                // Not ours: leave it where it was.
+                u.insert(ARGUMENTS_TEXT.into(), other);
+                return;
+            }
+            None => return,
+        };
+        if u.is_empty() {
+            doc.unknown_fields = None;
+        }
+        texts
+    };
+    for (p, raw) in texts {
+        let Value::String(raw) = raw else { continue };
+        let parts: Vec<&str> = p.split('/').collect();
+        let (Some(k), Some(c)) = (
+            parts.get(2).and_then(|x| x.parse::<usize>().ok()),
+            parts.get(4).and_then(|x| x.parse::<usize>().ok()),
+        ) else {
+            continue;
+        };
+        if parts.len() != 6 || parts[1] != "turns" || parts[3] != "tool_calls" || parts[5] != "args" {
+            continue;
+        }
+        let Some(call) = doc
+            .turns
+            .get_mut(k)
+            .and_then(|t| t.tool_calls.as_mut())
+            .and_then(|cs| cs.get_mut(c))
+        else {
+            continue;
+        };
+        let reads_as_args = serde_json::from_str::<Value>(&raw).ok().as_ref() == Some(&call.args);
+        if reads_as_args && call.args.to_string() != raw {
+            call.args_raw = Some(raw);
+        }
+    }
+}
 
 /// Decode one Storyline document.
 pub fn decode(
@@ -33,8 +128,9 @@ pub fn decode(
             ))
         }
     }
-    let doc: Storyline =
+    let mut doc: Storyline =
         serde_json::from_value(v).map_err(|e| ctx.schema(at.clone(), e.to_string()))?;
+    take_arguments_text(&mut doc);
     validate(&doc, &at, ctx)?;
     sink(doc);
     Ok(())

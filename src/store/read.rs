@@ -611,15 +611,22 @@ fn step_turn(r: &Row<'_>) -> Result<(i64, i64, Turn), StoreError> {
 fn call_of(r: &Row<'_>) -> Result<(i64, i64, ToolCall), StoreError> {
     let doc = req(r.int("storage_ordinal"), "storage_ordinal")?;
     let ordinal = req(r.int("turn_ordinal"), "turn_ordinal")?;
+    let text = req(r.text("arguments"), "arguments")?;
+    let args: Value = serde_json::from_str(&text)
+        .map_err(|e| StoreError::Corrupt(format!("column arguments: {e}")))?;
+    // The column keeps OpenAI argument strings as they were written: text
+    // that is not the canonical JSON of its value is that original text.
+    let args_raw = (args.to_string() != text).then_some(text);
     let call = ToolCall {
         tcid: req(r.text("tool_call_id"), "tool_call_id")?,
         func: req(r.text("function_name"), "function_name")?,
-        args: req(r.json("arguments")?, "arguments")?,
+        args,
         result: r.json("result")?,
         duration_ms: r.int("duration_ms"),
         extra: r.json("extra")?,
         kind: r.text("kind"),
         response: r.typed("response")?,
+        args_raw,
     };
     Ok((doc, ordinal, call))
 }

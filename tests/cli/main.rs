@@ -13,3 +13,4 @@ mod import_export;
 mod ls;
 mod regression;
 mod status;
+mod strict;

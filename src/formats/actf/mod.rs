@@ -389,6 +389,7 @@ fn convert_steps(
                 extra: None,
                 kind,
                 response,
+                args_raw: None,
             });
         }
         let metric = o.remove("metric");

@@ -78,7 +78,9 @@ fn string(v: Option<Value>, res: &mut Residual, prefix: &str, key: &str) -> Opti
     }
 }
 
-fn as_i64(v: &Value) -> Option<i64> {
+/// An integer, also from a float without a fraction (how ATIF readers
+/// take step ids and metrics; encoders predict what they will read back).
+pub(crate) fn as_i64(v: &Value) -> Option<i64> {
     v.as_i64().or_else(|| {
         v.as_f64()
             .filter(|f| f.fract() == 0.0 && f.is_finite())
@@ -433,6 +435,7 @@ fn convert_step(
                 extra: call.extra,
                 kind: None,
                 response: None,
+                args_raw: None,
             });
         }
         turn.tool_calls = Some(out);

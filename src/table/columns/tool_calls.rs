@@ -37,9 +37,22 @@ pub(super) static TOOL_CALLS: &[Column] = &[
     col!("function_name", Text, false, "Function (tool) name", |r| {
         Cell::str(&r.call().func)
     }),
-    col!("arguments", Json, false, "Arguments as JSON", |r| {
-        Cell::json_required(&r.call().args)
-    }),
+    // OpenAI argument strings are kept as written (they are JSON text, so
+    // JSON operators still read them); stores read the text back to restore
+    // the exact bytes on export.
+    col!(
+        "arguments",
+        Json,
+        false,
+        "Arguments as JSON (OpenAI argument strings as written)",
+        |r| {
+            let c = r.call();
+            match c.args_raw.as_deref() {
+                Some(raw) => Cell::str(raw),
+                None => Cell::json_required(&c.args),
+            }
+        }
+    ),
     col!("result", Json, true, "Result body given on the call", |r| {
         Cell::json(r.call().result.as_ref())
     }),
