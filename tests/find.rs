@@ -232,9 +232,9 @@ fn reference(e: &FindExpr, row: &Row) -> bool {
                 return false;
             }
             cols.iter().any(|&c| {
-                row.text[c].as_deref().is_some_and(|t| {
-                    exec::find_terms(&terminal_view(t), &terms).is_some()
-                })
+                row.text[c]
+                    .as_deref()
+                    .is_some_and(|t| exec::find_terms(&terminal_view(t), &terms).is_some())
             })
         }
         FindExpr::Json {
@@ -378,7 +378,10 @@ fn every_hit_set_equals_the_reference_evaluation() {
 fn shipped_fixtures_hit_sets_equal_the_reference() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let tmp = tempfile::tempdir().unwrap();
-    for dir in [root.join("examples/dataset"), root.join("tests/fixtures/harbor")] {
+    for dir in [
+        root.join("examples/dataset"),
+        root.join("tests/fixtures/harbor"),
+    ] {
         let m = mounts(&dir);
         let all = rows(&m, false);
         assert!(all.len() >= 10, "{}: {} steps", dir.display(), all.len());
@@ -396,11 +399,16 @@ fn shipped_fixtures_hit_sets_equal_the_reference() {
         .env("PCHRONICLE_CACHE_DIR", tmp.path().join("unused"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let m = mounts(&store);
     let all = rows(&m, false);
     assert!(
-        all.iter().any(|r| r.text[2].as_deref().is_some_and(|t| t.contains("root@"))),
+        all.iter()
+            .any(|r| r.text[2].as_deref().is_some_and(|t| t.contains("root@"))),
         "no call output in the store's steps"
     );
     hit_sets_equal_the_reference(&m, &tmp.path().join("cache"), &all);

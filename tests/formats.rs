@@ -452,9 +452,9 @@ fn unreported(name: &str, docs: &[Storyline], target: ExportFormat) -> Vec<Strin
         let (j, diffs) = best.expect("as many documents read back as written");
         free[j] = false;
         problems.extend(
-            diffs
-                .into_iter()
-                .map(|p| format!("{name} as {target:?}, document {i}: {p} differs, no loss names it")),
+            diffs.into_iter().map(|p| {
+                format!("{name} as {target:?}, document {i}: {p} differs, no loss names it")
+            }),
         );
     }
     problems
@@ -544,9 +544,14 @@ fn openai_arguments_keep_their_text() {
     let line = r#"{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{\"b\": 1, \"a\": \"caf\\u00e9\"}"}},{"id":"b","type":"function","function":{"name":"g","arguments":"{\"unterminated"}},{"id":"c","type":"function","function":{"name":"h","arguments":"\"quoted\""}},{"id":"d","type":"function","function":{"name":"k","arguments":{"as":"json"}}}]}]}"#;
     let mut ctx = DecodeCtx::new("a.jsonl");
     let mut docs = Vec::new();
-    decode_bytes(line.as_bytes(), DecodeOptions::full(1 << 20), &mut ctx, &mut |d| {
-        docs.push(d);
-    })
+    decode_bytes(
+        line.as_bytes(),
+        DecodeOptions::full(1 << 20),
+        &mut ctx,
+        &mut |d| {
+            docs.push(d);
+        },
+    )
     .unwrap();
     let calls = docs[0].turns[0].tool_calls.as_ref().unwrap();
     assert_eq!(calls[0].args, serde_json::json!({"a": "café", "b": 1}));

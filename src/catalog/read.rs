@@ -138,7 +138,10 @@ pub fn assess(s: &Source, opts: DecodeOptions) -> Result<Assessment, CatalogErro
 /// Stores keep the status discovery gave them (their pointer and tables
 /// were checked when they were opened). What was found is cached per file
 /// version (`snapshot_ref`), so listing unchanged files again reads nothing.
-pub fn check_files(dataset: &super::DatasetUri, sources: &mut [Source]) -> Result<(), CatalogError> {
+pub fn check_files(
+    dataset: &super::DatasetUri,
+    sources: &mut [Source],
+) -> Result<(), CatalogError> {
     use rayon::prelude::*;
     let opts = DecodeOptions {
         max_document_bytes: formats::DEFAULT_MAX_DOCUMENT_BYTES,
@@ -177,10 +180,12 @@ pub fn check_files(dataset: &super::DatasetUri, sources: &mut [Source]) -> Resul
     for (s, r) in sources.iter_mut().zip(found) {
         if let Some(c) = r? {
             s.status = c.status;
-            s.reason = c
-                .code
-                .as_deref()
-                .map(|code| StatusReason::new(crate::util::text::leak_code(code), c.message.clone().unwrap_or_default()));
+            s.reason = c.code.as_deref().map(|code| {
+                StatusReason::new(
+                    crate::util::text::leak_code(code),
+                    c.message.clone().unwrap_or_default(),
+                )
+            });
             fresh.insert(s.source_path.clone(), c);
         }
     }
@@ -216,7 +221,10 @@ fn checks_cache_file(dataset: &super::DatasetUri) -> Option<std::path::PathBuf> 
     Some(
         crate::util::path::cache_base()?
             .join("checks")
-            .join(format!("v{CHECKS_CACHE_VERSION}-{}.json", &key.as_str()[..32])),
+            .join(format!(
+                "v{CHECKS_CACHE_VERSION}-{}.json",
+                &key.as_str()[..32]
+            )),
     )
 }
 

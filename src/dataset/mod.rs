@@ -466,8 +466,8 @@ impl Mounts {
             return self.scan_runs(mount, columns, only, post, check);
         }
         let cols = table.columns();
-        let skeleton = call_output.is_none()
-            && columns.iter().all(|&i| skeleton_safe(table, cols[i].name));
+        let skeleton =
+            call_output.is_none() && columns.iter().all(|&i| skeleton_safe(table, cols[i].name));
         let opts = DecodeOptions {
             max_document_bytes: self.max_document_bytes,
             projection: if skeleton {
@@ -533,7 +533,10 @@ impl Mounts {
                     .map(|s| {
                         check()?;
                         if s.format == crate::formats::SourceFormat::StorylineLance
-                            && matches!(table, Table::Trajectories | Table::Steps | Table::ToolCalls)
+                            && matches!(
+                                table,
+                                Table::Trajectories | Table::Steps | Table::ToolCalls
+                            )
                         {
                             if let Some(name) = call_output {
                                 return self.scan_store_call_output(s, columns, name, post);
@@ -619,9 +622,8 @@ impl Mounts {
     ) -> Result<Vec<RecordBatch>, SqlError> {
         let runs = Table::Runs.columns();
         let wanted: Vec<&str> = columns.iter().map(|&i| runs[i].name).collect();
-        let needed = |input: &str| {
-            skeleton_safe(Table::Trajectories, input) || wanted.contains(&input)
-        };
+        let needed =
+            |input: &str| skeleton_safe(Table::Trajectories, input) || wanted.contains(&input);
         let traj = Table::Trajectories.columns();
         let read: Vec<usize> = crate::table::RUN_INPUTS
             .iter()
@@ -743,7 +745,16 @@ impl Mounts {
                     .ok_or_else(|| SqlError::Internal(format!("no column {n} in steps")))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        self.scan_documents(mount, Table::Steps, &idx, only, None, Some(name), post, &|| Ok(()))
+        self.scan_documents(
+            mount,
+            Table::Steps,
+            &idx,
+            only,
+            None,
+            Some(name),
+            post,
+            &|| Ok(()),
+        )
     }
 
     /// [`Mounts::scan_steps_with_call_output`] for one store.

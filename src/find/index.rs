@@ -344,7 +344,11 @@ impl Builder {
             for (i, a) in texts.iter().enumerate() {
                 let own = cell(*a, r);
                 // Results given on the calls read as more tool output.
-                let more = if i == OBSERVATION { cell(call_output, r) } else { None };
+                let more = if i == OBSERVATION {
+                    cell(call_output, r)
+                } else {
+                    None
+                };
                 let joined;
                 let v = match (own, more) {
                     (Some(o), Some(m)) => {

@@ -311,7 +311,8 @@ fn cached(
                 .collect();
             index_sources(mounts, dataset, &builder, &todo, progress)?;
             let (steps, bytes) = builder.finish()?;
-            meta.problems.retain(|k, _| want.contains_key(k) && !todo.contains(k.as_str()));
+            meta.problems
+                .retain(|k, _| want.contains_key(k) && !todo.contains(k.as_str()));
             for p in mounts.take_problems() {
                 if todo.contains(p.source_path.as_str()) {
                     meta.problems.insert(p.source_path.clone(), p);

@@ -22,8 +22,8 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::{json, Map, Value};
 
 use super::model::{Origin, Storyline, Turn};
-use super::text;
 use super::openai::{attach_result, convert_calls, reasoning_of, role_src};
+use super::text;
 use super::DecodeCtx;
 
 /// `origin.format` of projected trajectories.

@@ -595,7 +595,9 @@ impl Turn {
     /// True when `kind` is given and differs from the derived kind (a target
     /// without kinds loses it).
     pub fn has_own_kind(&self) -> bool {
-        self.kind.as_deref().is_some_and(|k| k != self.derived_kind())
+        self.kind
+            .as_deref()
+            .is_some_and(|k| k != self.derived_kind())
     }
 }
 

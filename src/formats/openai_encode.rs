@@ -86,9 +86,10 @@ fn recorded(d: &Storyline) -> Recorded<'_> {
         },
         Some(_) => Recorded::None,
         None => {
-            let legacy = d.origin.as_ref().is_some_and(|o| {
-                o.format == SOURCE && o.document_id.is_none()
-            });
+            let legacy = d
+                .origin
+                .as_ref()
+                .is_some_and(|o| o.format == SOURCE && o.document_id.is_none());
             if legacy {
                 Recorded::LegacySft(slice)
             } else {
@@ -309,7 +310,10 @@ fn example(d: &Storyline, losses: &mut Losses) -> Value {
     if let Some(Value::Object(sources)) = d.unknown_fields.as_ref().and_then(|u| u.get("sources")) {
         for name in sources.keys() {
             losses.push(Loss::new(
-                format!("/unknown_fields/sources/{}", super::residual::escape_token(name)),
+                format!(
+                    "/unknown_fields/sources/{}",
+                    super::residual::escape_token(name)
+                ),
                 format!("fields kept from {name} cannot be written to OpenAI messages"),
             ));
         }
@@ -645,8 +649,7 @@ pub(crate) fn history_messages(
     d.turns[..upto]
         .iter()
         .flat_map(|t| {
-            std::iter::once(turn_message(t))
-                .chain(result_messages(t).into_iter().map(|(m, _)| m))
+            std::iter::once(turn_message(t)).chain(result_messages(t).into_iter().map(|(m, _)| m))
         })
         .chain(output.map(turn_message))
 }

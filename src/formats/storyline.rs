@@ -85,7 +85,8 @@ fn take_arguments_text(doc: &mut Storyline) {
         ) else {
             continue;
         };
-        if parts.len() != 6 || parts[1] != "turns" || parts[3] != "tool_calls" || parts[5] != "args" {
+        if parts.len() != 6 || parts[1] != "turns" || parts[3] != "tool_calls" || parts[5] != "args"
+        {
             continue;
         }
         let Some(call) = doc

@@ -195,7 +195,10 @@ impl StoreReader {
                 b.column_by_name("turn_ordinal")
                     .and_then(|a| a.as_primitive_opt::<Int64Type>()),
             ) else {
-                return Err(StoreError::Corrupt("steps without storage_ordinal/turn_ordinal".into()).into());
+                return Err(StoreError::Corrupt(
+                    "steps without storage_ordinal/turn_ordinal".into(),
+                )
+                .into());
             };
             let mut text = arrow::array::StringBuilder::new();
             for r in 0..b.num_rows() {
@@ -211,7 +214,11 @@ impl StoreReader {
                 fields.push(b.schema().field(i).clone());
                 arrays.push(b.column(i).clone());
             }
-            fields.push(arrow::datatypes::Field::new("call_output_text", DataType::Utf8, true));
+            fields.push(arrow::datatypes::Field::new(
+                "call_output_text",
+                DataType::Utf8,
+                true,
+            ));
             arrays.push(Arc::new(text.finish()));
             let out = RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), arrays)
                 .map_err(|e| StoreError::Internal(e.to_string()))?;
@@ -256,8 +263,11 @@ impl StoreReader {
                 .map(|f| f.name().clone())
                 .collect()
         };
-        let (runs_cols, steps_cols, calls_cols) =
-            (all(Table::Documents), all(Table::Steps), all(Table::ToolCalls));
+        let (runs_cols, steps_cols, calls_cols) = (
+            all(Table::Documents),
+            all(Table::Steps),
+            all(Table::ToolCalls),
+        );
         fn refs(v: &[String]) -> Vec<&str> {
             v.iter().map(String::as_str).collect()
         }
@@ -377,7 +387,11 @@ impl CallOutputs<'_> {
     fn take(&mut self, document: i64, turn: i64) -> Result<Option<String>, StoreError> {
         let mut out: Option<String> = None;
         loop {
-            if self.current.as_ref().is_none_or(|b| self.row >= b.num_rows()) {
+            if self
+                .current
+                .as_ref()
+                .is_none_or(|b| self.row >= b.num_rows())
+            {
                 match self.batches.next_batch()? {
                     Some(b) => {
                         self.current = Some(b);
@@ -392,7 +406,11 @@ impl CallOutputs<'_> {
             if r.int("storage_ordinal") != Some(document) || r.int("turn_ordinal") != Some(turn) {
                 return Ok(out);
             }
-            if let Some(t) = r.text("result").as_deref().and_then(crate::table::call_output_of) {
+            if let Some(t) = r
+                .text("result")
+                .as_deref()
+                .and_then(crate::table::call_output_of)
+            {
                 let o = out.get_or_insert_with(String::new);
                 if !o.is_empty() {
                     o.push('\n');

@@ -14,8 +14,8 @@ mod runs;
 
 pub use crate::formats::text::result_link;
 pub use builder::{Cell, TableBuilder};
-pub(crate) use derive::{call_output_of, step_call_output};
 pub(crate) use columns::RUN_INPUTS;
 pub use columns::{ColType, Column, Derived, Table};
-pub use runs::group_runs;
+pub(crate) use derive::{call_output_of, step_call_output};
 pub use derive::{json_text, metric_f64, metric_i64, prompt_text, MessageKind};
+pub use runs::group_runs;

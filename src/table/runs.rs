@@ -53,7 +53,8 @@ pub fn group_runs(batches: &[RecordBatch]) -> Result<RecordBatch, ArrowError> {
     let mut index: HashMap<(String, String, String), usize> = HashMap::new();
     let mut runs: Vec<Run> = Vec::new();
     let text = |b: &RecordBatch, name: &str| b.column(input(name)).as_string::<i32>().clone();
-    let int = |b: &RecordBatch, name: &str| b.column(input(name)).as_primitive::<Int64Type>().clone();
+    let int =
+        |b: &RecordBatch, name: &str| b.column(input(name)).as_primitive::<Int64Type>().clone();
     for (bi, b) in batches.iter().enumerate() {
         let (src, origin, run, parent) = (
             text(b, "source_path"),
@@ -132,10 +133,15 @@ pub fn group_runs(batches: &[RecordBatch]) -> Result<RecordBatch, ArrowError> {
     let firsts: Vec<(usize, usize)> = runs.iter().map(|x| x.first).collect();
     let roots: Vec<(usize, usize)> = runs.iter().map(|x| x.root.unwrap_or(x.first)).collect();
     let take = |name: &str, at: &[(usize, usize)]| -> Result<ArrayRef, ArrowError> {
-        let cols: Vec<&dyn Array> = batches.iter().map(|b| b.column(input(name)).as_ref()).collect();
+        let cols: Vec<&dyn Array> = batches
+            .iter()
+            .map(|b| b.column(input(name)).as_ref())
+            .collect();
         if cols.is_empty() {
             return Ok(arrow::array::new_empty_array(
-                schema.field_with_name(name).map_or(&arrow::datatypes::DataType::Utf8, |f| f.data_type()),
+                schema
+                    .field_with_name(name)
+                    .map_or(&arrow::datatypes::DataType::Utf8, |f| f.data_type()),
             ));
         }
         interleave(&cols, at)
@@ -158,7 +164,11 @@ pub fn group_runs(batches: &[RecordBatch]) -> Result<RecordBatch, ArrowError> {
     for field in schema.fields() {
         let a: ArrayRef = match field.name().as_str() {
             n @ ("source_path" | "origin_path" | "run_id") => take(n, &firsts)?,
-            "run_id_explicit" => Arc::new(runs.iter().map(|x| Some(x.explicit)).collect::<BooleanArray>()),
+            "run_id_explicit" => Arc::new(
+                runs.iter()
+                    .map(|x| Some(x.explicit))
+                    .collect::<BooleanArray>(),
+            ),
             "root_document_id" => take("document_id", &roots)?,
             "trajectory_count" => ints(&|x| x.trajectories),
             "subagent_count" => ints(&|x| x.subagents),

@@ -771,7 +771,12 @@ fn locate(
             Err(WebError::Ambiguous {
                 document_id: crate::util::text::escape_control(doc).into_owned(),
                 count: places.len(),
-                sources: places.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+                sources: places
+                    .iter()
+                    .take(5)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
             }
             .into())
         }
@@ -934,7 +939,10 @@ fn step_json(d: &Doc, index: usize, limit: Option<usize>) -> Value {
         .collect();
     let (by_call, unlinked) = super::output::split_results(s["observation"].as_str(), &ids, limit);
     for (c, (id, mut out)) in calls.iter_mut().zip(by_call) {
-        if let Some(own) = c.get("result").and_then(|r| super::output::own_result(r, &id, limit)) {
+        if let Some(own) = c
+            .get("result")
+            .and_then(|r| super::output::own_result(r, &id, limit))
+        {
             out.insert(0, own);
         }
         c["output"] = Value::Array(out);

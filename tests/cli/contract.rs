@@ -73,7 +73,11 @@ fn atif(session: Option<&str>, trajectory: &str, words: &str) -> Value {
 fn issue_18_runs_have_one_row_per_run() {
     let env = TestEnv::new();
     env.example("data");
-    let runs = rows(&env, "data", "SELECT source_path, origin_path, run_id, trajectory_count FROM runs");
+    let runs = rows(
+        &env,
+        "data",
+        "SELECT source_path, origin_path, run_id, trajectory_count FROM runs",
+    );
     let distinct = rows(
         &env,
         "data",
@@ -81,11 +85,17 @@ fn issue_18_runs_have_one_row_per_run() {
     );
     let docs = rows(&env, "data", "SELECT count(*) AS n FROM trajectories");
     assert_eq!(runs.len(), distinct.len());
-    let total: i64 = runs.iter().map(|r| r["trajectory_count"].as_i64().unwrap()).sum();
+    let total: i64 = runs
+        .iter()
+        .map(|r| r["trajectory_count"].as_i64().unwrap())
+        .sum();
     assert_eq!(total, docs[0]["n"].as_i64().unwrap());
     assert!(runs.len() < total as usize, "the example has subagents");
     let status = json(&env.cmd().args(["status", "data"]).output().unwrap());
-    assert_eq!(status["totals"]["runs"].as_u64().unwrap() as usize, runs.len());
+    assert_eq!(
+        status["totals"]["runs"].as_u64().unwrap() as usize,
+        runs.len()
+    );
     let o = env
         .cmd()
         .args(["analysis", "overview", "data", "--format", "jsonl"])
@@ -94,7 +104,11 @@ fn issue_18_runs_have_one_row_per_run() {
     ok(&o);
     let overview: i64 = String::from_utf8_lossy(&o.stdout)
         .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["runs"].as_i64().unwrap())
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["runs"]
+                .as_i64()
+                .unwrap()
+        })
         .sum();
     assert_eq!(overview as usize, runs.len());
     // The same through a store made of some of these files (one format:
@@ -112,7 +126,10 @@ fn issue_18_runs_have_one_row_per_run() {
     );
     assert_eq!(stored, files);
     let status = json(&env.cmd().args(["status", "store"]).output().unwrap());
-    assert_eq!(status["totals"]["runs"].as_u64().unwrap() as usize, files.len());
+    assert_eq!(
+        status["totals"]["runs"].as_u64().unwrap() as usize,
+        files.len()
+    );
 }
 
 /// Point 2: ids are kept verbatim. Two files with the same ids are two
@@ -136,13 +153,27 @@ fn issue_18_colliding_ids_are_kept_and_told_apart() {
     );
     let ids: Vec<(&str, &str)> = docs
         .iter()
-        .map(|r| (r["origin_path"].as_str().unwrap(), r["document_id"].as_str().unwrap()))
+        .map(|r| {
+            (
+                r["origin_path"].as_str().unwrap(),
+                r["document_id"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         ids,
-        [("a.json", "t-same"), ("a.json", "t-same-child"), ("b.json", "t-same"), ("b.json", "t-same-child")]
+        [
+            ("a.json", "t-same"),
+            ("a.json", "t-same-child"),
+            ("b.json", "t-same"),
+            ("b.json", "t-same-child")
+        ]
     );
-    let runs = rows(&env, "store", "SELECT origin_path, run_id, trajectory_count FROM runs ORDER BY origin_path");
+    let runs = rows(
+        &env,
+        "store",
+        "SELECT origin_path, run_id, trajectory_count FROM runs ORDER BY origin_path",
+    );
     assert_eq!(runs.len(), 2, "{runs:?}");
     assert!(runs.iter().all(|r| r["trajectory_count"] == 2));
     // Steps follow their own document, not the first one with the id.
@@ -183,7 +214,15 @@ fn issue_18_atif_export_invents_no_session_id() {
         }
         let o = env
             .cmd()
-            .args(["export", "--from", if from == "store" { "store" } else { "in" }, "--format", "atif", "--output", "-"])
+            .args([
+                "export",
+                "--from",
+                if from == "store" { "store" } else { "in" },
+                "--format",
+                "atif",
+                "--output",
+                "-",
+            ])
             .output()
             .unwrap();
         ok(&o);
@@ -209,9 +248,13 @@ fn issue_18_stores_keep_origin_paths() {
             "store",
             &format!("SELECT DISTINCT source_path, origin_path FROM {rel} ORDER BY 2"),
         );
-        assert!(got.iter().all(|r| r["source_path"] == "."), "{rel}: {got:?}");
         assert!(
-            got.iter().all(|r| want.iter().any(|w| w["origin_path"] == r["origin_path"])),
+            got.iter().all(|r| r["source_path"] == "."),
+            "{rel}: {got:?}"
+        );
+        assert!(
+            got.iter()
+                .all(|r| want.iter().any(|w| w["origin_path"] == r["origin_path"])),
             "{rel}: {got:?}"
         );
     }

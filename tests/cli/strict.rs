@@ -74,8 +74,7 @@ fn argument_strings(records: &[Value]) -> Vec<String> {
     fn walk(v: &Value, out: &mut Vec<String>) {
         match v {
             Value::Object(o) => {
-                if let Some(Value::String(a)) = o.get("function").and_then(|f| f.get("arguments"))
-                {
+                if let Some(Value::String(a)) = o.get("function").and_then(|f| f.get("arguments")) {
                     out.push(a.clone());
                 }
                 o.values().for_each(|x| walk(x, out));
@@ -261,7 +260,10 @@ fn issue_18_subagent_exported_alone_loses_its_parent_link() {
     let err = json(&o);
     assert_eq!(err["error"]["code"], "PC-EXP-002");
     assert!(
-        err["error"]["message"].as_str().unwrap().contains("/parent"),
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/parent"),
         "{err}"
     );
     // … and a named warning without it.

@@ -136,7 +136,9 @@ fn trajectories_page_sort_and_filter() {
     let mut seen = Vec::new();
     let mut offset = Some(0u64);
     while let Some(o) = offset {
-        let p = s.json(&format!("/api/v1/datasets/evals/trajectories?limit=3&offset={o}"));
+        let p = s.json(&format!(
+            "/api/v1/datasets/evals/trajectories?limit=3&offset={o}"
+        ));
         for r in p["trajectories"].as_array().unwrap() {
             seen.push((r["source_path"].clone(), r["document_id"].clone()));
         }
@@ -199,7 +201,10 @@ fn runs_page_lists_runs() {
         .collect();
     assert_eq!(all["total"].as_u64().unwrap() as usize, want.len());
     let docs = s.json("/api/v1/datasets/evals/trajectories?limit=500");
-    assert!(all["total"].as_u64() < docs["total"].as_u64(), "the examples have subagents");
+    assert!(
+        all["total"].as_u64() < docs["total"].as_u64(),
+        "the examples have subagents"
+    );
     for w in &want {
         let got = all["runs"]
             .as_array()
@@ -239,7 +244,10 @@ fn trajectory_steps_and_export() {
     let t = tempfile::tempdir().unwrap();
     let s = serve_examples(&t);
     let runs = s.json("/api/v1/datasets/evals/trajectories?source_path=html.json");
-    let doc = runs["trajectories"][0]["document_id"].as_str().unwrap().to_string();
+    let doc = runs["trajectories"][0]["document_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let base = format!("/api/v1/datasets/evals/trajectories/{}", enc(&doc));
     let tr = s.json(&format!("{base}?source=html.json"));
     assert_eq!(tr["step_count"], 2);
@@ -650,7 +658,10 @@ fn large_trajectories_page() {
     drop(f);
     let s = Served::start(t.path(), "[[datasets]]\nname = \"big\"\nuri = \"big\"\n");
     let runs = s.json("/api/v1/datasets/big/trajectories");
-    let doc = runs["trajectories"][0]["document_id"].as_str().unwrap().to_string();
+    let doc = runs["trajectories"][0]["document_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let base = format!("/api/v1/datasets/big/trajectories/{}", enc(&doc));
     let first = s.json(&format!("{base}/steps?limit=100"));
     assert_eq!(first["total"], n);

@@ -112,7 +112,10 @@ fn results_go_under_their_call_or_once_under_their_step() {
         "/api/v1/datasets/evals/trajectories?source_path={}",
         enc(src)
     ));
-    let doc = runs["trajectories"][0]["document_id"].as_str().unwrap().to_string();
+    let doc = runs["trajectories"][0]["document_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let page = s.json(&format!(
         "/api/v1/datasets/evals/trajectories/{}/steps?source={}&limit=100",
         enc(&doc),
@@ -143,7 +146,10 @@ fn results_go_under_their_call_or_once_under_their_step() {
         "/api/v1/datasets/evals/trajectories?source_path={}",
         enc(src)
     ));
-    let doc = runs["trajectories"][0]["document_id"].as_str().unwrap().to_string();
+    let doc = runs["trajectories"][0]["document_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let page = s.json(&format!(
         "/api/v1/datasets/evals/trajectories/{}/steps?source={}&limit=100",
         enc(&doc),

@@ -124,9 +124,8 @@ pub fn run(s: &ExportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
             let mut set = HashSet::new();
             for b in &r.batches {
                 let p = arrow::array::AsArray::as_string::<i32>(b.column(0));
-                let d = arrow::array::AsArray::as_primitive::<arrow::datatypes::Int64Type>(
-                    b.column(1),
-                );
+                let d =
+                    arrow::array::AsArray::as_primitive::<arrow::datatypes::Int64Type>(b.column(1));
                 for i in 0..b.num_rows() {
                     set.insert((p.value(i).to_string(), d.value(i)));
                 }

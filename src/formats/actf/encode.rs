@@ -12,7 +12,9 @@ use serde_json::{json, Map, Value};
 use super::SOURCE;
 use crate::formats::atif::encode::collect_residual;
 use crate::formats::encode::{restore_all, Loss, Losses};
-use crate::formats::model::{Llm, Prompt, Storyline, Task, TaskResult, ToolCall, ToolResponse, Turn};
+use crate::formats::model::{
+    Llm, Prompt, Storyline, Task, TaskResult, ToolCall, ToolResponse, Turn,
+};
 
 /// Encode documents as ACTF documents (one per task).
 pub fn encode(docs: &[Storyline], losses: &mut Losses) -> Vec<Value> {
@@ -146,10 +148,7 @@ fn task(task_id: &str, attempts: &[&Storyline], losses: &mut Losses) -> Value {
         }
         let read_run = (task_id != read_session).then_some(task_id);
         if d.explicit_run() != read_run {
-            losses.push(Loss::new(
-                "/run",
-                "an ACTF attempt's run is its task id",
-            ));
+            losses.push(Loss::new("/run", "an ACTF attempt's run is its task id"));
         }
         map.insert(key.clone(), attempt(d, &shared, k, losses));
         collect_residual(d, SOURCE, &mut residual, losses);
@@ -177,13 +176,38 @@ fn attempt(d: &Storyline, shared: &TaskResult, k: u64, losses: &mut Losses) -> V
         fn(&mut TaskResult) -> &mut Option<Value>,
         Value,
     ); 7] = [
-        ("final_answer", |r| r.final_answer.as_ref(), |r| &mut r.final_answer, Value::Null),
-        ("ground_truth", |r| r.ground_truth.as_ref(), |r| &mut r.ground_truth, json!("")),
-        ("status", |r| r.status.as_ref(), |r| &mut r.status, json!("completed")),
+        (
+            "final_answer",
+            |r| r.final_answer.as_ref(),
+            |r| &mut r.final_answer,
+            Value::Null,
+        ),
+        (
+            "ground_truth",
+            |r| r.ground_truth.as_ref(),
+            |r| &mut r.ground_truth,
+            json!(""),
+        ),
+        (
+            "status",
+            |r| r.status.as_ref(),
+            |r| &mut r.status,
+            json!("completed"),
+        ),
         ("score", |r| r.score.as_ref(), |r| &mut r.score, Value::Null),
-        ("max_score", |r| r.max_score.as_ref(), |r| &mut r.max_score, Value::Null),
+        (
+            "max_score",
+            |r| r.max_score.as_ref(),
+            |r| &mut r.max_score,
+            Value::Null,
+        ),
         ("error", |r| r.error.as_ref(), |r| &mut r.error, json!("")),
-        ("artifacts", |r| r.artifacts.as_ref(), |r| &mut r.artifacts, json!({})),
+        (
+            "artifacts",
+            |r| r.artifacts.as_ref(),
+            |r| &mut r.artifacts,
+            json!({}),
+        ),
     ];
     for (key, f, slot, default) in pairs {
         let v = match get(d, f) {
@@ -202,7 +226,10 @@ fn attempt(d: &Storyline, shared: &TaskResult, k: u64, losses: &mut Losses) -> V
         None => None,
     };
     if extra != d.extra {
-        losses.push(Loss::new("/extra", "ACTF requires an attempt extra; {} is written"));
+        losses.push(Loss::new(
+            "/extra",
+            "ACTF requires an attempt extra; {} is written",
+        ));
     }
     if let Some(e) = extra {
         a.insert("extra".into(), e);
@@ -338,7 +365,11 @@ fn task_losses(d: &Storyline, read: &Task, losses: &mut Losses) {
         ("error", &mine.error, &theirs.error),
         ("artifacts", &mine.artifacts, &theirs.artifacts),
         ("category", &mine.category, &theirs.category),
-        ("attempts_tried", &mine.attempts_tried, &theirs.attempts_tried),
+        (
+            "attempts_tried",
+            &mine.attempts_tried,
+            &theirs.attempts_tried,
+        ),
         ("solved_at", &mine.solved_at, &theirs.solved_at),
         ("retry_count", &mine.retry_count, &theirs.retry_count),
         ("retry_counts", &mine.retry_counts, &theirs.retry_counts),
@@ -429,8 +460,8 @@ fn read_call(c: &ToolCall) -> ToolCall {
             r.result.clone_from(&c.result);
             let status = c.response.as_ref().and_then(|x| x.status.clone());
             let exit_code = c.response.as_ref().and_then(|x| x.exit_code);
-            r.response =
-                (status.is_some() || exit_code.is_some()).then_some(ToolResponse { status, exit_code });
+            r.response = (status.is_some() || exit_code.is_some())
+                .then_some(ToolResponse { status, exit_code });
         }
         Some(kind) => r.kind = Some(kind.to_string()).filter(|k| !k.is_empty()),
         None => {}
@@ -538,7 +569,10 @@ fn step(
     let obs_exact = match &t.observation {
         None => true,
         Some(Value::Object(o)) => {
-            o.len() == 1 && o.get("results").and_then(Value::as_array).is_some_and(|r| !r.is_empty())
+            o.len() == 1
+                && o.get("results")
+                    .and_then(Value::as_array)
+                    .is_some_and(|r| !r.is_empty())
         }
         Some(_) => false,
     };

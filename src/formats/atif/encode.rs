@@ -214,7 +214,11 @@ fn agent(d: &Storyline, o: &mut Map<String, Value>, losses: &mut Losses) {
     let mut agent = Map::new();
     let name = d.agent.name.clone().unwrap_or_else(|| d.agent.id.clone());
     // The reader takes the name as the agent id ("unknown" when empty).
-    let read_id = if name.is_empty() { "unknown" } else { name.as_str() };
+    let read_id = if name.is_empty() {
+        "unknown"
+    } else {
+        name.as_str()
+    };
     if read_id != d.agent.id {
         losses.push(Loss::new(
             "/agent/id",
@@ -367,7 +371,10 @@ fn step(t: &Turn, k: usize, step_id: i64, from_atif: bool, losses: &mut Losses) 
     }
     if let Some(e) = &t.effort {
         if e.is_null() {
-            losses.push(Loss::new(at("effort"), "a null reasoning effort reads back as absent"));
+            losses.push(Loss::new(
+                at("effort"),
+                "a null reasoning effort reads back as absent",
+            ));
         }
         s.insert("reasoning_effort".into(), e.clone());
     }
@@ -442,7 +449,10 @@ fn step(t: &Turn, k: usize, step_id: i64, from_atif: bool, losses: &mut Losses) 
     }
     if let Some(obs) = &t.observation {
         if obs.is_null() {
-            losses.push(Loss::new(at("observation"), "a null observation reads back as absent"));
+            losses.push(Loss::new(
+                at("observation"),
+                "a null observation reads back as absent",
+            ));
         }
         s.insert("observation".into(), obs.clone());
     }

@@ -317,12 +317,20 @@ pub(super) static DOCUMENTS: &[Column] = &[
     PARENT_DOCUMENT_ID,
     PARENT_TOOL_CALL_ID,
     PARENT_STEP_ID,
-    col!("started_at", Timestamp, true, "Start time as given (UTC)", |r| {
-        Cell::ts(r.doc.started_at.as_ref())
-    }),
-    col!("finished_at", Timestamp, true, "End time as given (UTC)", |r| {
-        Cell::ts(r.doc.finished_at.as_ref())
-    }),
+    col!(
+        "started_at",
+        Timestamp,
+        true,
+        "Start time as given (UTC)",
+        |r| { Cell::ts(r.doc.started_at.as_ref()) }
+    ),
+    col!(
+        "finished_at",
+        Timestamp,
+        true,
+        "End time as given (UTC)",
+        |r| { Cell::ts(r.doc.finished_at.as_ref()) }
+    ),
     STEP_COUNT,
     TOOL_CALL_COUNT,
     TOTAL_PROMPT_TOKENS,

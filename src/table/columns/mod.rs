@@ -199,7 +199,6 @@ const SOURCE_PATH: Column = col!(
     |r| Cell::str(r.source_path)
 );
 
-
 /// Where the row's document was read from: the Source itself for an
 /// exchange file, the file recorded at import for a store.
 const ORIGIN_PATH: Column = col!(

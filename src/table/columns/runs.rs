@@ -19,7 +19,12 @@ macro_rules! run_col {
 pub(super) static RUNS: &[Column] = &[
     SOURCE_PATH,
     ORIGIN_PATH,
-    run_col!("run_id", Text, false, "Run id (the source's, else derived from the parent or session)"),
+    run_col!(
+        "run_id",
+        Text,
+        false,
+        "Run id (the source's, else derived from the parent or session)"
+    ),
     run_col!(
         "run_id_explicit",
         Bool,
@@ -32,10 +37,25 @@ pub(super) static RUNS: &[Column] = &[
         false,
         "The main trajectory: the first document of the Run without a parent (else its first)"
     ),
-    run_col!("session_id", Text, false, "Session id of the main trajectory"),
+    run_col!(
+        "session_id",
+        Text,
+        false,
+        "Session id of the main trajectory"
+    ),
     run_col!("agent_id", Text, false, "Agent id of the main trajectory"),
-    run_col!("agent_name", Text, true, "Agent name of the main trajectory"),
-    run_col!("agent_version", Text, true, "Agent version of the main trajectory"),
+    run_col!(
+        "agent_name",
+        Text,
+        true,
+        "Agent name of the main trajectory"
+    ),
+    run_col!(
+        "agent_version",
+        Text,
+        true,
+        "Agent version of the main trajectory"
+    ),
     run_col!(
         "agent_model_name",
         Text,
@@ -48,7 +68,12 @@ pub(super) static RUNS: &[Column] = &[
         true,
         "Model of the main trajectory: declared, else its first step's"
     ),
-    run_col!("format", Text, true, "Exchange format of the main trajectory"),
+    run_col!(
+        "format",
+        Text,
+        true,
+        "Exchange format of the main trajectory"
+    ),
     run_col!(
         "first_user_message",
         Text,
@@ -68,7 +93,12 @@ pub(super) static RUNS: &[Column] = &[
         "Documents of the Run that name a parent"
     ),
     run_col!("step_count", Int, false, "Steps over all trajectories"),
-    run_col!("tool_call_count", Int, false, "Tool calls over all trajectories"),
+    run_col!(
+        "tool_call_count",
+        Int,
+        false,
+        "Tool calls over all trajectories"
+    ),
     run_col!(
         "started_at",
         Timestamp,
@@ -99,9 +129,19 @@ pub(super) static RUNS: &[Column] = &[
         true,
         "Sum of costs in USD over all trajectories"
     ),
-    run_col!("agent_extra", Json, true, "The main trajectory's agent extension object"),
+    run_col!(
+        "agent_extra",
+        Json,
+        true,
+        "The main trajectory's agent extension object"
+    ),
     run_col!("final_metrics", Json, true, "The main trajectory's metrics"),
-    run_col!("extra", Json, true, "The main trajectory's extension object"),
+    run_col!(
+        "extra",
+        Json,
+        true,
+        "The main trajectory's extension object"
+    ),
     run_col!("meta", Json, true, "The main trajectory's source metadata"),
     run_col!(
         "unknown_fields",

@@ -1,6 +1,8 @@
 //! `steps`: one row per step (turn) of a trajectory.
 
-use super::{Cell, ColType, Column, Derived, MessageKindName, ORIGIN_PATH, SOURCE_PATH, STORAGE_ORDINAL};
+use super::{
+    Cell, ColType, Column, Derived, MessageKindName, ORIGIN_PATH, SOURCE_PATH, STORAGE_ORDINAL,
+};
 use crate::table::derive as d;
 
 pub(super) static STEPS: &[Column] = &[
