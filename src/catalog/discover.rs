@@ -297,22 +297,37 @@ pub fn discover(
         }
     }
 
-    let sniffed: Vec<(Candidate, Result<formats::Sniffed, String>)> = candidates
+    let sniffed: Vec<(
+        Candidate,
+        Result<formats::Sniffed, String>,
+        Option<formats::FormatError>,
+    )> = candidates
         .into_par_iter()
         .map(|c| {
             // Past the deadline the remaining files are not opened; the
             // check below then fails the walk.
             if limits.deadline.is_some_and(|d| d.expired()) {
-                return (c, Err(String::new()));
+                return (c, Err(String::new()), None);
             }
             let r = formats::sniff_file(&c.abs).map_err(|e| e.to_string());
-            (c, r)
+            // Unrecognised JSON is checked to its end (see below).
+            let broken = match &r {
+                Ok(s) if s.format.is_none()
+                    && s.invalid.is_none()
+                    && s.container != Container::Empty
+                    && is_json_name(&c.rel) =>
+                {
+                    broken_json(&c.abs, &c.rel)
+                }
+                _ => None,
+            };
+            (c, r, broken)
         })
         .collect();
     if let Some(d) = limits.deadline {
         d.check()?;
     }
-    for (c, r) in sniffed {
+    for (c, r, broken) in sniffed {
         let snapshot_ref = file_ref(&c.meta);
         let size = c.meta.len();
         let shape = r.as_ref().ok().and_then(|s| s.openai_shape);
@@ -361,6 +376,18 @@ pub fn discover(
                     SourceStatus::Error,
                     Some(StatusReason::new(err.code(), sniff_message(&err))),
                 ),
+                // A `.json` file that is not a trajectory must still be
+                // JSON: a broken one is an error Source, never skipped.
+                (None, None) if broken.is_some() => {
+                    let err = broken.expect("checked in the guard");
+                    push_source(
+                        &mut out,
+                        SourceFormat::Unknown,
+                        Some(s.container),
+                        SourceStatus::Error,
+                        Some(StatusReason::new(err.code(), sniff_message(&err))),
+                    );
+                }
                 (None, None) => {
                     if physical {
                         out.physical.push(PhysicalEntry {
@@ -383,6 +410,17 @@ pub fn discover(
         .sort_by(|a, b| a.source_path.cmp(&b.source_path));
     out.physical.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
+}
+
+fn is_json_name(rel: &str) -> bool {
+    let l = rel.to_ascii_lowercase();
+    l.ends_with(".json") || l.ends_with(".jsonl")
+}
+
+/// Why the file at `abs` is not well-formed JSON to its end, if it is not.
+fn broken_json(abs: &Path, rel: &str) -> Option<formats::FormatError> {
+    let f = fs::File::open(abs).ok()?;
+    formats::json::check_syntax(f, rel).err()
 }
 
 pub(super) fn sniff_message(e: &formats::FormatError) -> String {

@@ -754,6 +754,9 @@ pub struct ExportSettings {
     pub stream: bool,
     /// Replace an existing file.
     pub overwrite: bool,
+    /// `--errors strict`: a Source that cannot be read completely fails the
+    /// export instead of being skipped with a warning.
+    pub errors_strict: bool,
     /// Largest document.
     pub max_document_bytes: u64,
     /// Discovery bounds.
@@ -765,7 +768,7 @@ fn export_settings(
     env: &Env,
     settings_path: Option<&Path>,
 ) -> Result<ExportSettings, SettingsError> {
-    let (limits, _) = discovery(&a.discovery)?;
+    let (limits, errors_strict) = discovery(&a.discovery)?;
     let dataset = match &a.from {
         Some(u) => DatasetUri::parse(u, &env.cwd)?,
         None => default_warehouse(env, settings_path)?,
@@ -806,6 +809,7 @@ fn export_settings(
         strict: a.strict,
         stream: a.stream,
         overwrite: a.overwrite,
+        errors_strict,
         max_document_bytes: positive("--max-document-bytes", a.max_document_bytes)?,
         limits,
     })

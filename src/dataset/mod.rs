@@ -43,6 +43,10 @@ pub struct SourceProblem {
     pub source_path: String,
     /// Stable code of the problem.
     pub code: String,
+    /// `error` (skipped) or `degraded` (read, with problems).
+    pub status: String,
+    /// What was wrong.
+    pub detail: String,
     /// The warning printed.
     pub message: String,
 }
@@ -146,11 +150,7 @@ impl Mounts {
                 message: e.to_string(),
             }),
             ReadFailure::Source(e) => {
-                self.problem(
-                    s,
-                    e.code(),
-                    format!("skipped {}: {}", s.source_path, e.detail()),
-                );
+                self.problem(s, e.code(), true, e.detail());
                 Ok(Vec::new())
             }
         }
@@ -159,12 +159,19 @@ impl Mounts {
     /// A Source read incompletely (skipped or degraded) in report mode: a
     /// warning now, and a record a cached result can replay later (a search
     /// served by an index built before must say the same).
-    fn problem(&self, s: &Source, code: &str, msg: String) {
+    fn problem(&self, s: &Source, code: &str, skipped: bool, detail: String) {
+        let msg = if skipped {
+            format!("skipped {}: {detail}", s.source_path)
+        } else {
+            format!("{}: {detail}", s.source_path)
+        };
         if let Ok(mut g) = self.problems.lock() {
             if g.len() < 10_000 {
                 g.push(SourceProblem {
                     source_path: s.source_path.clone(),
                     code: code.to_string(),
+                    status: if skipped { "error" } else { "degraded" }.into(),
+                    detail,
                     message: msg.clone(),
                 });
             }
@@ -493,11 +500,8 @@ impl Mounts {
                         self.problem(
                             s,
                             r.map_or("PC-CAT-009", |r| r.code),
-                            format!(
-                                "skipped {}: {}",
-                                s.source_path,
-                                r.map_or("not readable", |r| r.message.as_str())
-                            ),
+                            true,
+                            r.map_or_else(|| "not readable".into(), |r| r.message.clone()),
                         );
                     }
                     return false;
@@ -582,7 +586,8 @@ impl Mounts {
                                     self.problem(
                                         s,
                                         d.code,
-                                        format!("{}: {}: {}", s.source_path, d.pointer, d.message),
+                                        false,
+                                        format!("{}: {}", d.pointer, d.message),
                                     );
                                 }
                             }

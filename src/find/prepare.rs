@@ -339,7 +339,10 @@ fn cached(
             if mounts.strict() {
                 return Err(CacheError::Source(SqlError::Source {
                     code: crate::util::text::leak_code(&p.code),
-                    message: format!("{} (--errors strict)", p.message),
+                    message: format!(
+                        "Source `{}` is not ready ({}): {} (--errors strict)",
+                        p.source_path, p.status, p.detail
+                    ),
                 }));
             }
             report.replayed.push((p.code.clone(), p.message.clone()));

@@ -70,6 +70,10 @@ pub fn search(mounts: &Mounts, r: &Request<'_>, progress: &dyn Fn(&str)) -> Resu
         ..Outcome::default()
     };
     match r.scope {
+        // Ids only: a lookup in the steps relation, with no index to build.
+        Scope::Steps if r.expr.is_none() && r.identity.has_id() => {
+            out.hits = identity_steps(mounts, r.mount, r.identity, r.max_results, deadline)?;
+        }
         Scope::Steps => {
             let prepared = prepare::prepare(
                 mounts,
@@ -100,6 +104,128 @@ pub fn search(mounts: &Mounts, r: &Request<'_>, progress: &dyn Fn(&str)) -> Resu
         }
     }
     out.warnings.extend(mounts.take_warnings());
+    Ok(out)
+}
+
+/// The steps an identity names (`--session-id`, `--document-id`,
+/// `--run-id`, `--step-id`, `--source`), in Source order, read from the
+/// steps relation (stores filter with Lance, files are decoded).
+fn identity_steps(
+    mounts: &Mounts,
+    mount: &str,
+    id: &Identity,
+    max_results: usize,
+    d: Deadline,
+) -> Result<HitList, Error> {
+    const COLS: [&str; 13] = [
+        "source_path",
+        "origin_path",
+        "document_id",
+        "run_id",
+        "session_id",
+        "step_id",
+        "step_source",
+        "effective_kind",
+        "timestamp",
+        "message_value",
+        "observation_text",
+        "storage_ordinal",
+        "turn_ordinal",
+    ];
+    let quote = |v: &str| format!("'{}'", v.replace('\'', "''"));
+    let mut conds = Vec::new();
+    for (col, v) in [
+        ("session_id", &id.session_id),
+        ("document_id", &id.document_id),
+        ("run_id", &id.run_id),
+    ] {
+        if let Some(v) = v {
+            conds.push(format!("{col} = {}", quote(v)));
+        }
+    }
+    if let Some(step) = id.step_id {
+        conds.push(format!("step_id = {step}"));
+    }
+    let filter = conds.join(" AND ");
+    let keep = |b: &arrow::array::RecordBatch, r: usize| -> bool {
+        let text = |i: usize| {
+            let a = b.column(i).as_string::<i32>();
+            (!a.is_null(r)).then(|| a.value(r))
+        };
+        let step = b.column(5).as_primitive::<arrow::datatypes::Int64Type>();
+        id.session_id.as_deref().is_none_or(|v| text(4) == Some(v))
+            && id.document_id.as_deref().is_none_or(|v| text(2) == Some(v))
+            && id.run_id.as_deref().is_none_or(|v| text(3) == Some(v))
+            && id
+                .step_id
+                .is_none_or(|v| !step.is_null(r) && step.value(r) == v)
+    };
+    let batches = mounts
+        .scan_sources_where(
+            mount,
+            Relation::Steps,
+            &COLS,
+            &|s| id.source.as_ref().is_none_or(|p| *p == s.source_path),
+            Some(&filter),
+            &|b| {
+                let mask: arrow::array::BooleanArray =
+                    (0..b.num_rows()).map(|r| Some(keep(&b, r))).collect();
+                Ok(arrow::compute::filter_record_batch(&b, &mask)?)
+            },
+            &|| {
+                d.check()
+                    .map_err(|_| crate::sql::SqlError::Timeout { seconds: d.seconds })
+            },
+        )
+        .map_err(|e| match e {
+            crate::sql::SqlError::Timeout { .. } => Error::Find(super::FindError::Resource {
+                message: format!("the search took longer than --timeout {}s", d.seconds),
+            }),
+            e => e.into(),
+        })?;
+    let mut out = HitList::default();
+    for b in &batches {
+        let text = |i: usize, r: usize| {
+            let a = b.column(i).as_string::<i32>();
+            (!a.is_null(r)).then(|| a.value(r).to_string())
+        };
+        let int = |i: usize, r: usize| {
+            let a = b.column(i).as_primitive::<arrow::datatypes::Int64Type>();
+            (!a.is_null(r)).then(|| a.value(r))
+        };
+        let ts = b
+            .column(8)
+            .as_primitive::<arrow::datatypes::TimestampNanosecondType>();
+        for r in 0..b.num_rows() {
+            out.total += 1;
+            if out.hits.len() >= max_results {
+                continue;
+            }
+            let preview = [9, 10]
+                .iter()
+                .find_map(|&c| text(c, r).filter(|t| !t.trim().is_empty()))
+                .map(|t| exec::excerpt(&crate::util::terminal::clean(&t), 0))
+                .unwrap_or_default();
+            let doc_ord = int(11, r).unwrap_or(0);
+            let ord = super::index::step_order(doc_ord, int(12, r).unwrap_or(0));
+            out.hits.push(exec::Hit {
+                source_path: text(0, r).unwrap_or_default(),
+                origin_path: text(1, r).unwrap_or_default(),
+                document_id: text(2, r).unwrap_or_default(),
+                run_id: text(3, r),
+                session_id: text(4, r),
+                step_id: int(5, r),
+                step_source: text(6, r),
+                effective_kind: text(7, r),
+                timestamp: (!ts.is_null(r))
+                    .then(|| crate::formats::storyline::format_rfc3339(ts.value(r))),
+                preview,
+                ord,
+                storage_ordinal: Some(doc_ord as u64),
+                step_scope: true,
+            });
+        }
+    }
     Ok(out)
 }
 

@@ -456,3 +456,31 @@ mod tests {
         assert!(matches!(e, FormatError::Truncated { line: 2, .. }), "{e:?}");
     }
 }
+
+/// Check that `file` holds well-formed JSON to its end (one value, or
+/// values one after another as in JSON Lines) without building the values.
+/// Discovery uses it on `.json` files it does not recognise, so a broken
+/// file is reported, not passed over as "JSON of another kind".
+pub fn check_syntax<R: Read>(file: R, source_path: &str) -> Result<(), FormatError> {
+    let stream = serde_json::Deserializer::from_reader(BufReader::new(file))
+        .into_iter::<serde::de::IgnoredAny>();
+    for v in stream {
+        if let Err(e) = v {
+            return Err(classify(&e, source_path, None, 0));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod syntax_tests {
+    #[test]
+    fn broken_files_are_told_apart_from_other_json() {
+        let ok = |s: &str| super::check_syntax(s.as_bytes(), "x.json");
+        assert!(ok(r#"[{"a": 1}, {"b": [2]}]"#).is_ok());
+        assert!(ok("{\"a\":1}\n{\"a\":2}\n").is_ok());
+        let truncated = ok(r#"[{"a": 1}, {"b": "#).unwrap_err();
+        assert_eq!(truncated.code(), "PC-FMT-002");
+        assert!(ok(r#"[{"a": 1}, garbage]"#).is_err());
+    }
+}

@@ -280,3 +280,178 @@ fn issue_18_stores_keep_origin_paths() {
         );
     }
 }
+
+/// A Dataset with a good file, a truncated one, a degraded one (a tool call
+/// id used twice) and a `.json` file that is not JSON to its end.
+fn mixed_health(env: &TestEnv) {
+    let good = atif(Some("good"), "t-good", "fine");
+    env.write("ds/good.json", serde_json::to_vec(&good).unwrap());
+    let text = serde_json::to_string(&atif(Some("cut"), "t-cut", "cut")).unwrap();
+    env.write("ds/truncated.json", &text[..text.len() / 2]);
+    let mut dup = atif(Some("dup"), "t-dup", "twice");
+    dup["steps"][1]["tool_calls"] = json!([
+        {"tool_call_id": "c1", "function_name": "a", "arguments": {}},
+        {"tool_call_id": "c1", "function_name": "b", "arguments": {}}
+    ]);
+    env.write("ds/degraded.json", serde_json::to_vec(&dup).unwrap());
+    env.write("ds/notes.json", r#"[{"note": "not a trajectory"}, garbage"#);
+}
+
+fn status_of(v: &Value, path: &str) -> (String, String) {
+    let s = v["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["source_path"] == path)
+        .unwrap_or_else(|| panic!("{path} not listed: {v}"));
+    (
+        s["status"].as_str().unwrap().to_string(),
+        s["reason"]["code"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+/// Point 6: one rule for a Source that cannot be read completely. `ls` and
+/// `status` agree on it; report mode warns and goes on; `--errors strict`
+/// fails naming the Source in every command, whatever is cached.
+#[test]
+fn issue_18_one_strictness_rule() {
+    let env = TestEnv::new();
+    mixed_health(&env);
+    let ls = json(&env.cmd().args(["ls", "ds", "--format", "json"]).output().unwrap());
+    let st = json(&env.cmd().args(["status", "ds", "--format", "json"]).output().unwrap());
+    for p in ["good.json", "truncated.json", "degraded.json", "notes.json"] {
+        assert_eq!(status_of(&ls, p), status_of(&st, p), "{p}");
+    }
+    assert_eq!(status_of(&st, "good.json").0, "ready");
+    assert_eq!(status_of(&st, "truncated.json").0, "error");
+    assert_eq!(status_of(&st, "degraded.json").0, "degraded");
+    assert_eq!(status_of(&st, "notes.json").0, "error");
+    // A second `ls` reuses what the first found.
+    let again = json(&env.cmd().args(["ls", "ds", "--format", "json"]).output().unwrap());
+    assert_eq!(status_of(&again, "truncated.json"), status_of(&ls, "truncated.json"));
+
+    let strict_fails = |args: &[&str]| {
+        let o = env.cmd().args(args).args(["--errors", "strict"]).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            ["truncated.json", "degraded.json", "notes.json"].iter().any(|p| err.contains(p)),
+            "{args:?} names no Source: {err}"
+        );
+    };
+    let report_warns = |args: &[&str]| {
+        let o = env.cmd().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+        assert!(err.contains("truncated.json"), "{args:?}: {err}");
+        assert!(err.contains("degraded.json"), "{args:?}: {err}");
+    };
+    let q = ["query", "ds", "SELECT count(*) FROM steps"];
+    report_warns(&q);
+    strict_fails(&q);
+    strict_fails(&["analysis", "overview", "ds"]);
+    strict_fails(&["status", "ds"]);
+    strict_fails(&["ls", "ds"]);
+    strict_fails(&["export", "--from", "ds", "--format", "atif", "--output", "-"]);
+    let f = ["find", "ds", "--match", "fine", "--format", "json"];
+    report_warns(&f); // builds the index
+    report_warns(&f); // served by the cached index: the same warnings
+    strict_fails(&f); // and the same refusal
+}
+
+/// Point 7: `query --timeout` ends the command within 10% + 100 ms of its
+/// limit, even inside one long operator.
+#[test]
+fn issue_18_query_timeout_is_prompt() {
+    let env = TestEnv::new();
+    pchronicle_corpus(&env.path().join("big"), 60, 40);
+    let started = std::time::Instant::now();
+    let o = env
+        .cmd()
+        .args([
+            "query",
+            "big",
+            "SELECT count(*) FROM steps a, steps b, steps c WHERE a.step_id + b.step_id + c.step_id > 0",
+            "--timeout",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let took = started.elapsed().as_secs_f64();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("PC-SQL-014"), "{err}");
+    assert!(took < 1.0 * 1.1 + 0.1 + 0.3, "took {took:.2}s");
+}
+
+fn pchronicle_corpus(dir: &std::path::Path, runs: u64, steps: u64) {
+    pchronicle::corpus::generate(&pchronicle::corpus::Options {
+        out: dir.to_path_buf(),
+        runs,
+        steps,
+        seed: 3,
+        format: "atif".into(),
+        subagent_every: 0,
+        files_per_dir: 50,
+    })
+    .unwrap();
+}
+
+/// Point 8: an exact id lookup needs no full-text index.
+#[test]
+fn issue_18_id_lookups_need_no_index() {
+    let env = TestEnv::new();
+    env.example("data");
+    let o = env
+        .cmd()
+        .args([
+            "find",
+            "data",
+            "--session-id",
+            "cyber-a",
+            "--step-id",
+            "1",
+            "--no-build-index",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    ok(&o);
+    let v = json(&o);
+    assert_eq!(v["search"]["fts_available"], true, "{v}");
+    let m = v["matches"].as_array().unwrap();
+    assert_eq!(m.len(), 1, "{v}");
+    assert_eq!(m[0]["step_id"], 1);
+    assert_eq!(m[0]["session_id"], "cyber-a");
+    assert!(!m[0]["preview"].as_str().unwrap().is_empty());
+}
+
+/// Point 6: a search served by a cached index reports a Source that was
+/// read incompletely when it was indexed, and refuses it under strict.
+#[test]
+fn issue_18_cached_index_keeps_reporting_a_broken_source() {
+    let env = TestEnv::new();
+    let good = atif(Some("good"), "t-good", "fine");
+    env.write("ds/good.json", serde_json::to_vec(&good).unwrap());
+    let text = serde_json::to_string(&atif(Some("cut"), "t-cut", "cut")).unwrap();
+    env.write("ds/truncated.json", &text[..text.len() / 2]);
+    let find = |strict: bool| {
+        let mut c = env.cmd();
+        c.args(["find", "ds", "--match", "fine", "--format", "json"]);
+        if strict {
+            c.args(["--errors", "strict"]);
+        }
+        c.output().unwrap()
+    };
+    for round in ["cold", "warm"] {
+        let o = find(false);
+        ok(&o);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("warning[PC-FMT-002]") && err.contains("truncated.json"), "{round}: {err}");
+    }
+    let o = find(true);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("error[PC-FMT-002]") && err.contains("Source `truncated.json`"), "{err}");
+}

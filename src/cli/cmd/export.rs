@@ -142,6 +142,16 @@ pub fn run(s: &ExportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
         if s.source.as_ref().is_some_and(|x| x != &src.source_path) {
             continue;
         }
+        if src.status != SourceStatus::Ready && s.errors_strict {
+            return Err(strict_source(
+                src,
+                src.status,
+                src.reason.as_ref().map_or("PC-CAT-010", |r| r.code),
+                src.reason
+                    .as_ref()
+                    .map_or_else(|| "not ready".to_string(), |r| r.message.clone()),
+            ));
+        }
         if src.status == SourceStatus::Error && src.format == crate::formats::SourceFormat::Unknown
         {
             out.warn(
@@ -164,8 +174,20 @@ pub fn run(s: &ExportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
             ordinal += 1;
         });
         match r {
-            Ok(_) => {}
+            Ok(read) => {
+                // Read, but not as given: refused under --errors strict.
+                if let Some(d) = read.diagnostics.iter().find(|d| d.degrades()) {
+                    let detail = format!("{}: {}", d.pointer, d.message);
+                    if s.errors_strict {
+                        return Err(strict_source(src, SourceStatus::Degraded, d.code, detail));
+                    }
+                    out.warn(d.code, &format!("{}: {detail}", src.source_path));
+                }
+            }
             Err(ReadFailure::Fatal(e)) => return Err(e.into()),
+            Err(ReadFailure::Source(e)) if s.errors_strict => {
+                return Err(strict_source(src, SourceStatus::Error, e.code(), e.detail()));
+            }
             Err(ReadFailure::Source(e)) => {
                 out.warn(
                     e.code(),
@@ -246,6 +268,22 @@ pub fn run(s: &ExportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
         if n_records == 1 { "" } else { "s" }
     ));
     Ok(ExitStatus::Success)
+}
+
+/// The error of a Source that `--errors strict` does not let through.
+fn strict_source(
+    src: &crate::catalog::Source,
+    status: SourceStatus,
+    code: &'static str,
+    reason: String,
+) -> Error {
+    CatalogError::StrictSource {
+        source_path: src.source_path.clone(),
+        status: status.name(),
+        reason_code: code,
+        reason,
+    }
+    .into()
 }
 
 /// Documents grouped by the file they were read from, in order of first

@@ -14,7 +14,12 @@ use crate::sql::{self, Limits, SqlError, Statement};
 /// Run the command.
 pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
     let started = Instant::now();
-    let mounts = Mounts::open(&q.mounts, q.limits, q.strict, q.max_document_bytes)?;
+    let mounts = std::sync::Arc::new(Mounts::open(
+        &q.mounts,
+        q.limits,
+        q.strict,
+        q.max_document_bytes,
+    )?);
     for m in mounts.mounts() {
         if mounts.mounts().len() == 1 {
             out.remember_snapshot(&m.snapshot.dataset.to_string(), &m.snapshot.snapshot_id);
@@ -26,7 +31,7 @@ pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
             ));
         }
     }
-    let statement = sql::plan(&q.sql, &mounts)?;
+    let statement = sql::plan(&q.sql, mounts.as_ref())?;
     if let (Statement::Explain(plan), QueryFormat::Table) = (&statement, q.format) {
         let text = plan.to_string();
         match &q.output {
@@ -43,7 +48,7 @@ pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
                 timeout: Some(q.timeout),
                 memory_budget: q.memory_budget,
             };
-            let r = sql::execute(&plan, &mounts, limits)?;
+            let r = execute_within(plan, &mounts, limits, q.timeout.saturating_sub(started.elapsed()))?;
             (r.schema, r.batches)
         }
     };
@@ -84,6 +89,35 @@ pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
         started.elapsed().as_millis()
     ));
     Ok(ExitStatus::Success)
+}
+
+/// Run `plan` on a worker thread and wait at most `left` (plus a small
+/// grace) for it. The engine checks the time between operators and Sources;
+/// a single long step (one huge document, one large sort) would otherwise
+/// overrun the limit. Nothing has been written when the limit passes, so the
+/// command can fail at once; the process then ends with the worker.
+fn execute_within(
+    plan: sql::logical::Plan,
+    mounts: &std::sync::Arc<Mounts>,
+    limits: Limits,
+    left: std::time::Duration,
+) -> Result<sql::QueryResult, Error> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let m = std::sync::Arc::clone(mounts);
+    std::thread::Builder::new()
+        .name("query".into())
+        .spawn(move || {
+            let _ = tx.send(sql::execute(&plan, m.as_ref(), limits));
+        })
+        .map_err(|e| Error::Internal(format!("cannot start the query: {e}")))?;
+    let grace = std::time::Duration::from_millis(50) + left / 20;
+    match rx.recv_timeout(left + grace) {
+        Ok(r) => Ok(r?),
+        Err(_) => Err(SqlError::Timeout {
+            seconds: limits.timeout.map_or(0.0, |t| t.as_secs_f64()),
+        }
+        .into()),
+    }
 }
 
 /// Create `path` with `bytes`: written to a hidden temporary file in the same
