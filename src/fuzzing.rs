@@ -211,7 +211,7 @@ pub fn http_head(data: &[u8]) {
     if lines.is_empty() {
         return;
     }
-    if let Ok((method, target, _, headers, _)) = crate::web::http::parse_head_lines(&lines) {
+    if let Ok((method, target, _, headers, _)) = crate::http::parse_head_lines(&lines) {
         assert!(!method.is_empty() && method.bytes().all(|b| b.is_ascii_uppercase()));
         assert!(target.starts_with('/'));
         assert!(!target.bytes().any(|b| b.is_ascii_control() || b == b' '));

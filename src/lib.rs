@@ -27,6 +27,7 @@ pub mod find;
 pub mod formats;
 pub mod fuzzing;
 pub mod gateway;
+pub mod http;
 pub mod render;
 pub mod s3;
 pub mod sql;

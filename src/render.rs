@@ -14,7 +14,7 @@ use arrow::datatypes::{
 use arrow::record_batch::RecordBatch;
 use serde_json::Value;
 
-use crate::formats::storyline::format_rfc3339;
+use crate::util::time::format_rfc3339;
 use crate::sql::float_text;
 
 /// A cell as text (None for NULL).

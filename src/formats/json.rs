@@ -396,6 +396,21 @@ where
     }
 }
 
+/// Check that `file` holds well-formed JSON to its end (one value, or
+/// values one after another as in JSON Lines) without building the values.
+/// Discovery uses it on `.json` files it does not recognise, so a broken
+/// file is reported, not passed over as "JSON of another kind".
+pub fn check_syntax<R: Read>(file: R, source_path: &str) -> Result<(), FormatError> {
+    let stream = serde_json::Deserializer::from_reader(BufReader::new(file))
+        .into_iter::<serde::de::IgnoredAny>();
+    for v in stream {
+        if let Err(e) = v {
+            return Err(classify(&e, source_path, None, 0));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -455,21 +470,6 @@ mod tests {
         let e = records(b"{\"a\":1}\n{\"a\":\n", Container::Lines, 100).unwrap_err();
         assert!(matches!(e, FormatError::Truncated { line: 2, .. }), "{e:?}");
     }
-}
-
-/// Check that `file` holds well-formed JSON to its end (one value, or
-/// values one after another as in JSON Lines) without building the values.
-/// Discovery uses it on `.json` files it does not recognise, so a broken
-/// file is reported, not passed over as "JSON of another kind".
-pub fn check_syntax<R: Read>(file: R, source_path: &str) -> Result<(), FormatError> {
-    let stream = serde_json::Deserializer::from_reader(BufReader::new(file))
-        .into_iter::<serde::de::IgnoredAny>();
-    for v in stream {
-        if let Err(e) = v {
-            return Err(classify(&e, source_path, None, 0));
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -655,6 +655,26 @@ fn part_text(p: &Value) -> String {
     }
 }
 
+/// An integer metric by the first of `keys` present (top level, then `extra`).
+pub fn metric_i64(metrics: Option<&Value>, keys: &[&str]) -> Option<i64> {
+    let m = metrics?.as_object()?;
+    let get = |o: &serde_json::Map<String, Value>| {
+        keys.iter().find_map(|k| {
+            let v = o.get(*k)?;
+            v.as_i64()
+                .or_else(|| v.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
+        })
+    };
+    get(m).or_else(|| m.get("extra").and_then(Value::as_object).and_then(get))
+}
+
+/// A float metric by the first of `keys` present (top level, then `extra`).
+pub fn metric_f64(metrics: Option<&Value>, keys: &[&str]) -> Option<f64> {
+    let m = metrics?.as_object()?;
+    let get = |o: &serde_json::Map<String, Value>| keys.iter().find_map(|k| o.get(*k)?.as_f64());
+    get(m).or_else(|| m.get("extra").and_then(Value::as_object).and_then(get))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

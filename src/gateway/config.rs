@@ -215,7 +215,7 @@ impl GatewayConfig {
     /// Read and check `path`; keys are read from the environment.
     pub fn load(path: &Path) -> Result<Self, GatewayError> {
         let text =
-            crate::web::config::read_config_file(path).map_err(|reason| GatewayError::Config {
+            crate::util::config::read_config_file(path).map_err(|reason| GatewayError::Config {
                 path: path.display().to_string(),
                 reason,
             })?;
@@ -479,9 +479,12 @@ impl reqwest::dns::Resolve for PolicyResolver {
 }
 
 fn loopback(given: &str, key: &str, path: &str) -> Result<SocketAddr, GatewayError> {
-    crate::web::server::listen_addr(given).map_err(|e| GatewayError::Listen {
+    crate::http::listen_addr(given).map_err(|reason| GatewayError::Listen {
         given: format!("{key} = {given}"),
-        reason: format!("{e} ({path})"),
+        reason: format!(
+            "cannot listen on `{}`: {reason} ({path})",
+            crate::util::text::escape_control(given)
+        ),
     })
 }
 

@@ -14,7 +14,7 @@ use super::sink::{Checkpoint, SessionIndex, Sink};
 use super::wal::Wal;
 use super::GatewayError;
 use crate::formats::events::{assemble_stream, request_messages, response_reply, Protocol};
-use crate::web::http::{
+use crate::http::{
     BodyStream, Handler, HttpLimits, HttpRequest, HttpResponse, HttpServer, Refusal,
 };
 
@@ -664,7 +664,7 @@ fn check_host(req: &HttpRequest) -> Result<(), GatewayError> {
         return Err(GatewayError::CrossSite);
     }
     match req.header("host") {
-        Some(h) if !crate::web::server::loopback_host(h) => Err(GatewayError::Host(
+        Some(h) if !crate::http::loopback_host(h) => Err(GatewayError::Host(
             crate::util::text::escape_control(h).into_owned(),
         )),
         _ => Ok(()),

@@ -536,7 +536,7 @@ pub fn ts_text(ns: i64) -> String {
 /// Parse timestamp text: RFC 3339, or `YYYY-MM-DD[ HH:MM:SS[.f]]` as UTC.
 pub fn parse_ts_text(t: &str) -> Option<i64> {
     let t = t.trim();
-    if let Some(ns) = crate::formats::storyline::parse_rfc3339(t) {
+    if let Some(ns) = crate::util::time::parse_rfc3339(t) {
         return Some(ns);
     }
     let t = t.trim_end_matches("+00").trim_end_matches('Z');

@@ -156,7 +156,7 @@ impl fmt::Display for Scalar {
             Scalar::Ts(v) => write!(
                 f,
                 "TIMESTAMP '{}'",
-                crate::formats::storyline::format_rfc3339(*v)
+                crate::util::time::format_rfc3339(*v)
             ),
         }
     }

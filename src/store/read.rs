@@ -16,7 +16,7 @@ use super::objects::{load_objects, referenced_ids, resolve};
 use super::schema::{dir_name, table_schema};
 use super::StoreError;
 use crate::formats::model::{Storyline, ToolCall, Turn};
-use crate::formats::storyline::format_rfc3339;
+use crate::util::time::format_rfc3339;
 use crate::table::Table;
 
 /// Reads one committed snapshot.

@@ -64,7 +64,7 @@ impl<'a> Cell<'a> {
     }
     /// A Storyline timestamp (RFC 3339 text or epoch seconds) as UTC nanoseconds.
     pub fn ts(v: Option<&Value>) -> Self {
-        v.and_then(crate::formats::storyline::parse_timestamp)
+        v.and_then(crate::util::time::parse_timestamp)
             .map_or(Cell::Null, Cell::Ts)
     }
 }

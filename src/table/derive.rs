@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::builder::Cell;
 use crate::formats::model::{Prompt, Storyline, ToolCall, Turn};
-use crate::formats::storyline::{format_rfc3339, parse_timestamp};
+use crate::util::time::{format_rfc3339, parse_timestamp};
 use crate::formats::text::{self, result_link};
 
 /// The row being built: a document, and for step and call tables the
@@ -125,25 +125,7 @@ pub(crate) fn raw_ts(v: Option<&Value>) -> Cell<'static> {
     }
 }
 
-/// An integer metric by the first of `keys` present (top level, then `extra`).
-pub fn metric_i64(metrics: Option<&Value>, keys: &[&str]) -> Option<i64> {
-    let m = metrics?.as_object()?;
-    let get = |o: &serde_json::Map<String, Value>| {
-        keys.iter().find_map(|k| {
-            let v = o.get(*k)?;
-            v.as_i64()
-                .or_else(|| v.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
-        })
-    };
-    get(m).or_else(|| m.get("extra").and_then(Value::as_object).and_then(get))
-}
-
-/// A float metric by the first of `keys` present (top level, then `extra`).
-pub fn metric_f64(metrics: Option<&Value>, keys: &[&str]) -> Option<f64> {
-    let m = metrics?.as_object()?;
-    let get = |o: &serde_json::Map<String, Value>| keys.iter().find_map(|k| o.get(*k)?.as_f64());
-    get(m).or_else(|| m.get("extra").and_then(Value::as_object).and_then(get))
-}
+pub use crate::formats::model::{metric_f64, metric_i64};
 
 pub(crate) fn prompt_tokens(t: &Turn) -> Option<i64> {
     metric_i64(

@@ -1,6 +1,7 @@
 //! Small helpers shared by several layers: path normalisation, hashing, text
 //! sanitising. Nothing here knows about trajectories.
 
+pub mod config;
 pub mod failpoint;
 pub mod fs;
 pub mod interrupt;
@@ -8,3 +9,4 @@ pub mod path;
 pub mod rt;
 pub mod terminal;
 pub mod text;
+pub mod time;

@@ -92,6 +92,25 @@ pub fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// A stable error code read back from stored data, as the `&'static str`
+/// error types carry. Each distinct code is kept once for the life of the
+/// process (codes are a small, fixed set).
+pub fn leak_code(code: &str) -> &'static str {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock};
+    static CODES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut set = CODES
+        .get_or_init(|| Mutex::new(HashSet::new()))
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(c) = set.get(code) {
+        return c;
+    }
+    let c: &'static str = Box::leak(code.to_string().into_boxed_str());
+    set.insert(c);
+    c
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,23 +138,4 @@ mod tests {
     fn width_counts_cjk_double() {
         assert_eq!(display_width("ab超时"), 6);
     }
-}
-
-/// A stable error code read back from stored data, as the `&'static str`
-/// error types carry. Each distinct code is kept once for the life of the
-/// process (codes are a small, fixed set).
-pub fn leak_code(code: &str) -> &'static str {
-    use std::collections::HashSet;
-    use std::sync::{Mutex, OnceLock};
-    static CODES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
-    let mut set = CODES
-        .get_or_init(|| Mutex::new(HashSet::new()))
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(c) = set.get(code) {
-        return c;
-    }
-    let c: &'static str = Box::leak(code.to_string().into_boxed_str());
-    set.insert(c);
-    c
 }

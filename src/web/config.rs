@@ -10,8 +10,7 @@ use serde::Deserialize;
 use super::WebError;
 use crate::catalog::DatasetUri;
 
-/// Largest configuration file accepted.
-pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+pub use crate::util::config::{read_config_file, MAX_CONFIG_BYTES};
 /// Most Datasets one Warehouse mounts.
 pub const MAX_DATASETS: usize = 128;
 
@@ -171,19 +170,6 @@ pub fn valid_name(name: &str) -> bool {
         && b[0].is_ascii_lowercase()
         && b.iter()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-')
-}
-
-/// The text of a server configuration file: a regular file of at most
-/// [`MAX_CONFIG_BYTES`]; the error is the reason, for the caller's code.
-pub fn read_config_file(path: &Path) -> Result<String, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read: {e}"))?;
-    if !meta.is_file() {
-        return Err("not a regular file".into());
-    }
-    if meta.len() > MAX_CONFIG_BYTES {
-        return Err(format!("larger than {MAX_CONFIG_BYTES} bytes"));
-    }
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))
 }
 
 impl WarehouseConfig {

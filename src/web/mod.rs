@@ -12,13 +12,12 @@
 pub mod api;
 pub mod assets;
 pub mod config;
-pub mod http;
 mod media;
 mod output;
 pub mod server;
 
 pub use config::WarehouseConfig;
-pub use server::{serve, ServeOptions};
+pub use server::{ServeOptions, Warehouse};
 
 /// Errors of the Warehouse server, each with a stable code and HTTP status.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -2,7 +2,7 @@
 //! identity, bounds, access log, signals and Catalog refresh.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::config::WarehouseConfig;
-use super::http::{Handler, HttpLimits, HttpRequest, HttpResponse, HttpServer, Refusal};
+use crate::http::{host_name, loopback_host, Handler, HttpLimits, HttpRequest, HttpResponse, HttpServer, Refusal};
 use super::{api, assets, WebError};
 use crate::dataset::Mounts;
 use crate::error::Error;
@@ -29,8 +29,6 @@ pub struct ServeOptions {
     pub open: bool,
     /// No progress lines (the access log still prints).
     pub quiet: bool,
-    /// Also run the Gateway.
-    pub gateway: Option<GatewayPlan>,
 }
 
 /// One pinned view of every mounted Dataset.
@@ -117,141 +115,33 @@ fn open_catalog(config: &WarehouseConfig, generation: u64) -> Result<Catalog, Er
 
 /// Resolve `--listen` (or the file's `listen`) to one loopback address.
 pub fn listen_addr(given: &str) -> Result<SocketAddr, WebError> {
-    let bad = |reason: &str| WebError::Listen {
+    crate::http::listen_addr(given).map_err(|reason| WebError::Listen {
         given: crate::util::text::escape_control(given).into_owned(),
-        reason: reason.to_string(),
-    };
-    let addrs: Vec<SocketAddr> = if let Ok(a) = given.parse::<SocketAddr>() {
-        vec![a]
-    } else {
-        let (host, port) = given
-            .rsplit_once(':')
-            .ok_or_else(|| bad("give HOST:PORT, e.g. 127.0.0.1:8765"))?;
-        if host != "localhost" {
-            return Err(bad(
-                "give an IP address (127.0.0.1 or [::1]) or `localhost`, not a host name",
-            ));
-        }
-        let port: u16 = port.parse().map_err(|_| bad("the port is not a number"))?;
-        (host, port)
-            .to_socket_addrs()
-            .map_err(|e| bad(&e.to_string()))?
-            .collect()
-    };
-    let addr = addrs
-        .into_iter()
-        .find(|a| is_loopback(a.ip()))
-        .ok_or_else(|| {
-            bad("the Warehouse has no authentication and listens on loopback only (127.0.0.0/8 or ::1); put a reverse proxy in front to share it")
-        })?;
-    Ok(addr)
+        reason,
+    })
 }
 
-fn is_loopback(ip: IpAddr) -> bool {
-    ip.to_canonical().is_loopback()
+/// A running Warehouse: the HTTP server and the state it serves.
+pub struct Warehouse {
+    state: Arc<State>,
+    server: HttpServer,
+    quiet: bool,
 }
 
-/// `--gateway` and its options, as `serve` received them.
-#[derive(Debug, Clone)]
-pub struct GatewayPlan {
-    /// The parsed gateway.toml.
-    pub config: crate::gateway::GatewayConfig,
-    /// `--gateway-dataset`.
-    pub dataset: Option<String>,
-    /// `--gateway-state`.
-    pub state: Option<std::path::PathBuf>,
-    /// `--gateway-stream-markdown`.
-    pub stream_markdown: bool,
-    /// `--debug`.
-    pub debug: bool,
-}
-
-/// Where captured events go: the Dataset's name, its `events.lance` (path
-/// or URL) and the state directory.
-fn gateway_target(
-    config: &WarehouseConfig,
-    plan: &GatewayPlan,
-) -> Result<(String, String, std::path::PathBuf), crate::gateway::GatewayError> {
-    use crate::gateway::GatewayError;
-    let name = match (&plan.dataset, &config.default_dataset) {
-        (Some(n), _) | (None, Some(n)) => n.clone(),
-        (None, None) if config.datasets.len() == 1 => config.datasets[0].name.clone(),
-        (None, None) => {
-            return Err(GatewayError::Target(format!(
-                "the Warehouse mounts {} datasets and names no default_dataset: choose the one that receives events with --gateway-dataset",
-                config.datasets.len()
-            )))
-        }
-    };
-    let d = config
-        .datasets
-        .iter()
-        .find(|d| d.name == name)
-        .ok_or_else(|| {
-            GatewayError::Target(format!(
-                "no dataset named `{}` is mounted",
-                crate::util::text::escape_control(&name)
-            ))
-        })?;
-    match &d.uri {
-        crate::catalog::DatasetUri::Local(root) => {
-            if !root.is_dir() {
-                return Err(GatewayError::Target(format!(
-                    "dataset `{name}` is not a directory: create it first ({})",
-                    root.display()
-                )));
-            }
-            let state = plan
-                .state
-                .clone()
-                .unwrap_or_else(|| root.join(".pchronicle-gateway"));
-            Ok((
-                name,
-                root.join("events.lance").to_string_lossy().into_owned(),
-                state,
-            ))
-        }
-        crate::catalog::DatasetUri::S3(u) => {
-            let state = plan.state.clone().ok_or_else(|| {
-                GatewayError::Target(format!(
-                    "dataset `{name}` is on S3: give a local directory for the write-ahead log with --gateway-state"
-                ))
-            })?;
-            Ok((
-                name,
-                format!("s3://{}/{}events.lance", u.bucket(), u.prefix()),
-                state,
-            ))
-        }
-    }
-}
-
-/// Run the server (and the Gateway, when asked) until SIGINT or SIGTERM.
-pub fn serve(opts: &ServeOptions) -> Result<(), Error> {
-    let warehouse = opts.gateway.is_none() || opts.listen.is_some() || opts.config.listen.is_some();
-    let info = |m: &str| {
-        if !opts.quiet {
-            eprintln!("{m}");
-        }
-    };
-    let report = |verb: &str, c: &Catalog| {
-        for m in c.mounts.mounts() {
-            info(&format!(
-                "{verb} {}: {} Sources, snapshot_id {}",
-                m.name,
-                m.snapshot.sources.len(),
-                m.snapshot.snapshot_id
-            ));
-        }
-    };
-    let mut web: Option<(Arc<State>, HttpServer)> = None;
-    if warehouse {
+impl Warehouse {
+    /// Open every mount, bind the listen address and start serving.
+    pub fn start(opts: &ServeOptions) -> Result<Warehouse, Error> {
         let listen = opts
             .listen
             .clone()
             .or_else(|| opts.config.listen.clone())
             .unwrap_or_else(|| DEFAULT_LISTEN.to_string());
         let addr = listen_addr(&listen)?;
+        let info = |m: &str| {
+            if !opts.quiet {
+                eprintln!("{m}");
+            }
+        };
         info(&format!(
             "opening {} dataset{}…",
             opts.config.datasets.len(),
@@ -262,7 +152,7 @@ pub fn serve(opts: &ServeOptions) -> Result<(), Error> {
             }
         ));
         let catalog = Arc::new(open_catalog(&opts.config, 1)?);
-        report("dataset", &catalog);
+        report(opts.quiet, "dataset", &catalog);
         let listener = std::net::TcpListener::bind(addr).map_err(|e| WebError::Bind {
             addr: addr.to_string(),
             reason: e.to_string(),
@@ -318,124 +208,45 @@ pub fn serve(opts: &ServeOptions) -> Result<(), Error> {
             addr: addr.to_string(),
             reason: e.to_string(),
         })?;
-        web = Some((state, server));
+        Ok(Warehouse {
+            state,
+            server,
+            quiet: opts.quiet,
+        })
     }
 
-    // Captured events become visible to the Warehouse at the next refresh
-    // after they reach events.lance.
-    let captured = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let gateway = match &opts.gateway {
-        Some(plan) => {
-            let (dataset, events_path, state_dir) = gateway_target(&opts.config, plan)?;
-            info(&format!("gateway: events go to dataset {dataset}"));
-            let flag = Arc::clone(&captured);
-            let on_flush: Option<Arc<dyn Fn() + Send + Sync>> = web.as_ref().map(|_| {
-                Arc::new(move || flag.store(true, Ordering::SeqCst)) as Arc<dyn Fn() + Send + Sync>
-            });
-            Some(crate::gateway::start(crate::gateway::GatewayOptions {
-                config: plan.config.clone(),
-                dataset,
-                events_path,
-                state_dir,
-                stream_markdown: plan.stream_markdown,
-                debug: plan.debug,
-                quiet: opts.quiet,
-                on_flush,
-            })?)
-        }
-        None => None,
-    };
-
-    let signals = signal_channel();
-    let refresh = opts.config.refresh;
-    let mut last_refresh = Instant::now();
-    loop {
-        let wait = match (refresh, gateway.is_some() && web.is_some()) {
-            (Some(every), true) => Some(every.min(Duration::from_secs(1))),
-            (Some(every), false) => Some(every),
-            (None, true) => Some(Duration::from_secs(1)),
-            (None, false) => None,
-        };
-        let got = match wait {
-            Some(w) => signals.recv_timeout(w),
-            None => signals
-                .recv()
-                .map_err(|_| std::sync::mpsc::RecvTimeoutError::Disconnected),
-        };
-        let due = match got {
-            Ok(Signal::Refresh) => true,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                captured.swap(false, Ordering::SeqCst)
-                    || refresh.is_some_and(|every| last_refresh.elapsed() >= every)
-            }
-            Ok(Signal::Stop) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-        };
-        if !due {
-            continue;
-        }
-        let Some((state, _)) = &web else { continue };
-        last_refresh = Instant::now();
-        match state.refresh() {
-            Ok(c) => report("refreshed dataset", &c),
+    /// Pin every mount again (new files, new store versions); on failure
+    /// the previous snapshot stays served.
+    pub fn refresh(&self) {
+        match self.state.refresh() {
+            Ok(c) => report(self.quiet, "refreshed dataset", &c),
             Err(e) => eprintln!(
                 "warning[{}]: catalog refresh failed; still serving the previous snapshot: {}",
                 e.code(),
-                redact(&state.config, &e.to_string())
+                redact(&self.state.config, &e.to_string())
             ),
         }
     }
-    info("stopping: finishing requests in progress");
-    if let Some(g) = gateway {
-        g.shutdown(Duration::from_secs(30));
+
+    /// Stop accepting requests and finish the ones in progress.
+    pub fn shutdown(self) {
+        self.server
+            .shutdown(self.state.config.limits.request_timeout);
     }
-    if let Some((state, server)) = web {
-        server.shutdown(state.config.limits.request_timeout);
-    }
-    info("stopped");
-    Ok(())
 }
 
-enum Signal {
-    Refresh,
-    Stop,
-}
-
-/// SIGHUP → refresh; SIGINT/SIGTERM → stop (a second one exits at once).
-fn signal_channel() -> std::sync::mpsc::Receiver<Signal> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let (tx, rx) = std::sync::mpsc::channel();
-    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+fn report(quiet: bool, verb: &str, c: &Catalog) {
+    if quiet {
+        return;
+    }
+    for m in c.mounts.mounts() {
         eprintln!(
-            "warning[PC-WEB-003]: cannot install signal handlers; stop the server with SIGKILL"
+            "{verb} {}: {} Sources, snapshot_id {}",
+            m.name,
+            m.snapshot.sources.len(),
+            m.snapshot.snapshot_id
         );
-        // Without handlers nothing ever stops the loop but the process's end.
-        std::mem::forget(tx);
-        return rx;
-    };
-    std::thread::Builder::new()
-        .name("pchronicle-signals".into())
-        .spawn(move || {
-            let mut stopping = false;
-            for sig in signals.forever() {
-                let s = if sig == SIGHUP {
-                    Signal::Refresh
-                } else {
-                    if stopping {
-                        eprintln!(
-                            "second interrupt: exiting without waiting for requests in progress"
-                        );
-                        std::process::exit(130);
-                    }
-                    stopping = true;
-                    Signal::Stop
-                };
-                if tx.send(s).is_err() {
-                    return;
-                }
-            }
-        })
-        .expect("signal thread starts");
-    rx
+    }
 }
 
 fn open_browser(url: &str) {
@@ -630,40 +441,6 @@ fn new_request_id(seq: u64) -> String {
         .concat(),
     );
     h.to_hex()[..16].to_string()
-}
-
-/// The name part of a Host header, lower case, without port or brackets.
-fn host_name(host: &str) -> String {
-    let h = host.trim();
-    let name = if let Some(rest) = h.strip_prefix('[') {
-        rest.split_once(']').map_or(rest, |(ip, _)| ip)
-    } else {
-        h.rsplit_once(':').map_or(h, |(n, _)| n)
-    };
-    name.trim_end_matches('.').to_ascii_lowercase()
-}
-
-/// True when a Host header names a loopback address or `localhost`.
-pub(crate) fn loopback_host(host: &str) -> bool {
-    let h = host.trim();
-    let name = if let Some(rest) = h.strip_prefix('[') {
-        match rest.split_once(']') {
-            Some((ip, _)) => ip,
-            None => return false,
-        }
-    } else {
-        h.rsplit_once(':').map_or(h, |(n, port)| {
-            if port.bytes().all(|c| c.is_ascii_digit()) {
-                n
-            } else {
-                h
-            }
-        })
-    };
-    let name = name.trim_end_matches('.').to_ascii_lowercase();
-    name == "localhost"
-        || name.ends_with(".localhost")
-        || name.parse::<IpAddr>().is_ok_and(is_loopback)
 }
 
 /// A printable header value of at most 256 bytes.

@@ -6,6 +6,7 @@ mod find;
 pub mod import;
 mod ls;
 pub mod query;
+mod serve;
 mod status;
 
 use super::out::Out;
@@ -39,7 +40,7 @@ pub fn run(settings: &Settings, out: &mut Out) -> Result<ExitStatus, Error> {
         } => {
             let config = crate::web::WarehouseConfig::load(config)?;
             let gateway = match gateway {
-                Some(g) => Some(crate::web::server::GatewayPlan {
+                Some(g) => Some(serve::GatewayPlan {
                     config: crate::gateway::GatewayConfig::load(&g.config)?,
                     dataset: g.dataset.clone(),
                     state: g.state.clone(),
@@ -48,13 +49,15 @@ pub fn run(settings: &Settings, out: &mut Out) -> Result<ExitStatus, Error> {
                 }),
                 None => None,
             };
-            crate::web::serve(&crate::web::ServeOptions {
-                config,
-                listen: listen.clone(),
-                open: *open,
-                quiet: out.quiet(),
-                gateway,
-            })?;
+            serve::run(
+                &crate::web::ServeOptions {
+                    config,
+                    listen: listen.clone(),
+                    open: *open,
+                    quiet: out.quiet(),
+                },
+                gateway.as_ref(),
+            )?;
             Ok(ExitStatus::Success)
         }
     }

@@ -584,8 +584,8 @@ fn step(
     }
     let metric = t.metrics.clone().unwrap_or_else(|| {
         json!({
-            "prompt_tokens_len": crate::table::metric_i64(t.metrics.as_ref(), &["prompt_tokens"]).unwrap_or(0),
-            "completion_tokens_len": crate::table::metric_i64(t.metrics.as_ref(), &["completion_tokens"]).unwrap_or(0),
+            "prompt_tokens_len": crate::formats::model::metric_i64(t.metrics.as_ref(), &["prompt_tokens"]).unwrap_or(0),
+            "completion_tokens_len": crate::formats::model::metric_i64(t.metrics.as_ref(), &["completion_tokens"]).unwrap_or(0),
             "llm_infer_ms": t.latency_ms,
             "env_action_ms": Value::Null,
             "stop_reason": Value::Null,
