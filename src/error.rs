@@ -25,12 +25,9 @@ pub enum Error {
     /// Settings: flags, environment and the settings file.
     #[error(transparent)]
     Settings(#[from] SettingsError),
-    /// Import failed.
+    /// Import or export failed.
     #[error(transparent)]
-    Import(#[from] crate::cli::cmd::import::ImportError),
-    /// Export failed.
-    #[error(transparent)]
-    Export(#[from] crate::cli::cmd::export::ExportError),
+    Ingest(#[from] crate::ingest::IngestError),
     /// A find expression or search failed.
     #[error(transparent)]
     Find(#[from] crate::find::FindError),
@@ -56,8 +53,7 @@ impl Error {
             Error::Format(e) => e.code(),
             Error::Settings(e) => e.code(),
             Error::Sql(e) => e.code(),
-            Error::Import(e) => e.code(),
-            Error::Export(e) => e.code(),
+            Error::Ingest(e) => e.code(),
             Error::Find(e) => e.code(),
             Error::Web(e) => e.code(),
             Error::Gateway(e) => e.code(),
@@ -71,13 +67,29 @@ impl Error {
         match self {
             Error::Catalog(e) => e.source_path(),
             Error::Format(e) => e.source_path(),
-            Error::Import(e) => e.source_path(),
+            Error::Ingest(e) => e.source_path(),
             _ => None,
         }
     }
 
     /// True when the error is a closed stdout, which exits quietly.
     pub fn is_broken_pipe(&self) -> bool {
-        matches!(self, Error::Output(e) if e.kind() == std::io::ErrorKind::BrokenPipe)
+        match self {
+            Error::Output(e) => e.kind() == std::io::ErrorKind::BrokenPipe,
+            Error::Ingest(e) => e.is_broken_pipe(),
+            _ => false,
+        }
+    }
+}
+
+impl From<crate::ingest::ImportError> for Error {
+    fn from(e: crate::ingest::ImportError) -> Self {
+        Error::Ingest(e.into())
+    }
+}
+
+impl From<crate::ingest::ExportError> for Error {
+    fn from(e: crate::ingest::ExportError) -> Self {
+        Error::Ingest(e.into())
     }
 }

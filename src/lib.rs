@@ -28,6 +28,7 @@ pub mod formats;
 pub mod fuzzing;
 pub mod gateway;
 pub mod http;
+pub mod ingest;
 pub mod render;
 pub mod s3;
 pub mod sql;

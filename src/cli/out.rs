@@ -253,6 +253,32 @@ impl Progress {
     }
 }
 
+impl crate::util::notes::Progress for Progress {
+    fn tick(&mut self, done: u64, total: Option<u64>) {
+        Progress::tick(self, done, total);
+    }
+    fn finish(&mut self) {
+        Progress::finish(self);
+    }
+}
+
+/// Library code reports to the command line through its `Out`.
+impl crate::util::notes::Notes for Out {
+    fn info(&self, msg: &str) {
+        Out::info(self, msg);
+    }
+    fn warn(&self, code: &str, msg: &str) {
+        Out::warn(self, code, msg);
+    }
+    fn progress(&self, label: &'static str) -> Box<dyn crate::util::notes::Progress + '_> {
+        Box::new(Out::progress(self, label))
+    }
+    fn snapshot(&self, dataset_uri: &str, snapshot_id: &str) {
+        self.remember_snapshot(dataset_uri, snapshot_id);
+        Out::info(self, &format!("snapshot_id: {snapshot_id}"));
+    }
+}
+
 impl Drop for Progress {
     fn drop(&mut self) {
         self.finish();

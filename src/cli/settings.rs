@@ -11,6 +11,9 @@ use super::{
     OutputFormatArg, QueryArgs, QueryFormatArg,
 };
 use crate::catalog::{DatasetUri, DiscoveryLimits};
+pub use crate::ingest::{
+    ExportOptions as ExportSettings, ImportInput, ImportOptions as ImportSettings,
+};
 
 /// Problems with flags, the environment or the settings file.
 #[derive(Debug, thiserror::Error)]
@@ -731,38 +734,6 @@ fn analysis_settings(
     })
 }
 
-/// Resolved `export` settings.
-#[derive(Debug, Clone)]
-pub struct ExportSettings {
-    /// The Dataset.
-    pub dataset: DatasetUri,
-    /// Output file (None: stdout).
-    pub output: Option<PathBuf>,
-    /// Target format.
-    pub format: crate::formats::ExportFormat,
-    /// Source filter (validated Dataset-relative path).
-    pub source: Option<String>,
-    /// Run filter.
-    pub run_id: Option<String>,
-    /// Session filter.
-    pub session_id: Option<String>,
-    /// SQL condition on runs.
-    pub where_: Option<String>,
-    /// Refuse lossy conversions.
-    pub strict: bool,
-    /// JSON Lines as produced.
-    pub stream: bool,
-    /// Replace an existing file.
-    pub overwrite: bool,
-    /// `--errors strict`: a Source that cannot be read completely fails the
-    /// export instead of being skipped with a warning.
-    pub errors_strict: bool,
-    /// Largest document.
-    pub max_document_bytes: u64,
-    /// Discovery bounds.
-    pub limits: DiscoveryLimits,
-}
-
 fn export_settings(
     a: &ExportArgs,
     env: &Env,
@@ -946,35 +917,6 @@ fn find_settings(
         limits,
         strict,
     })
-}
-
-/// Where `import` reads from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ImportInput {
-    /// A file or directory.
-    Path(PathBuf),
-    /// Standard input.
-    Stdin,
-}
-
-/// Resolved `import` settings.
-#[derive(Debug, Clone)]
-pub struct ImportSettings {
-    /// Input.
-    pub input: ImportInput,
-    /// The Dataset to create (for an S3 target: where it is built locally
-    /// first, under the temporary directory).
-    pub target: PathBuf,
-    /// The S3 Dataset to create, when `--output` is `s3://…`.
-    pub s3_target: Option<crate::s3::S3Uri>,
-    /// Declared format (None: detect).
-    pub format: Option<crate::formats::SourceFormat>,
-    /// Total input bound.
-    pub max_input_bytes: u64,
-    /// Largest document.
-    pub max_document_bytes: u64,
-    /// Most input files.
-    pub max_files: u64,
 }
 
 fn import_settings(

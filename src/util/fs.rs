@@ -25,6 +25,30 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     result
 }
 
+/// Create `path` with `bytes`, never replacing anything: written to a hidden
+/// temporary file beside it, flushed, then hard-linked into place, which
+/// fails with `AlreadyExists` when something is there. The file appears
+/// complete or not at all.
+pub fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if std::fs::symlink_metadata(path).is_ok() {
+        return Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists));
+    }
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::hard_link(&tmp, path)
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    result
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -35,5 +59,11 @@ mod tests {
         super::write_atomic(&p, b"two").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"two");
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+        let n = d.path().join("b.json");
+        super::write_new(&n, b"x").unwrap();
+        let again = super::write_new(&n, b"y").unwrap_err();
+        assert_eq!(again.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&n).unwrap(), b"x");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 2);
     }
 }

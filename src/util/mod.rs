@@ -5,6 +5,7 @@ pub mod config;
 pub mod failpoint;
 pub mod fs;
 pub mod interrupt;
+pub mod notes;
 pub mod path;
 pub mod rt;
 pub mod terminal;

@@ -1,6 +1,5 @@
 //! `query [DATASET] SQL`: plan and run read-only SQL over mounted Datasets.
 
-use std::io::Write as _;
 use std::time::Instant;
 
 use crate::cli::out::Out;
@@ -120,40 +119,17 @@ fn execute_within(
     }
 }
 
-/// Create `path` with `bytes`: written to a hidden temporary file in the same
-/// directory, then linked into place, which fails if `path` exists. The file
-/// appears complete or not at all.
+/// Create `path` with `bytes`, complete or not at all, never replacing
+/// what is there.
 pub fn write_new_file(path: &std::path::Path, bytes: &[u8]) -> Result<(), Error> {
-    let io = |e: std::io::Error| Error::Output(e);
-    if path.exists() {
-        return Err(crate::cli::settings::SettingsError::OutputExists {
-            path: path.display().to_string(),
-        }
-        .into());
-    }
-    let dir = path
-        .parent()
-        .ok_or_else(|| Error::Output(std::io::Error::other("no parent directory")))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::hard_link(&tmp, path)
-    })();
-    let _ = std::fs::remove_file(&tmp);
-    match result {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            Err(crate::cli::settings::SettingsError::OutputExists {
+    crate::util::fs::write_new(path, bytes).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            crate::cli::settings::SettingsError::OutputExists {
                 path: path.display().to_string(),
             }
-            .into())
+            .into()
+        } else {
+            Error::Output(e)
         }
-        Err(e) => Err(io(e)),
-    }
+    })
 }
