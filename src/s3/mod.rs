@@ -9,8 +9,14 @@
 //! `client` is the only code that talks to S3: it checks the endpoint at
 //! configuration time, connects only to addresses the policy accepted, checks
 //! every response's peer again, and passes every redirect through the policy.
+//! `lance` puts Lance's object-store access on that same client.
 //!
-//! May call: `util`. Everything else in the crate may call it.
+//! Not here: what the objects mean (Sources, Storyline stores and their
+//! publication are `catalog` and `store`), local caches of S3 Datasets, and
+//! any other outbound HTTP (the gateway's upstreams).
+//!
+//! May call: `util` and external crates. Everything else in the crate may
+//! call it.
 
 pub mod client;
 pub mod lance;

@@ -145,11 +145,11 @@ impl S3Target {
         };
         crate::util::rt::on_pool(true, || files.par_iter().try_for_each(upload))?;
         let copy = |rel: &String| -> Result<(), PublishError> {
-            crate::util::rt::runtime().block_on(self.client.copy_async(
+            self.client.copy(
                 &self.bucket,
                 &format!("{}{rel}", self.staging),
                 &format!("{}{rel}", self.prefix),
-            ))?;
+            )?;
             Ok(())
         };
         crate::util::rt::on_pool(true, || {
