@@ -4,11 +4,28 @@
 //! table lives in `docs/errors.md` and a test keeps the two in step.
 
 use crate::catalog::CatalogError;
-use crate::cli::settings::SettingsError;
 use crate::formats::FormatError;
 
 /// Result alias used across the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An error type of the command surface (see [`Error::Surface`]).
+pub trait SurfaceError: std::error::Error + Send + Sync + 'static {
+    /// The stable code.
+    fn code(&self) -> &'static str;
+    /// The error as `Any`, for the surface that made it to look inside.
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+impl Error {
+    /// The surface error of type `T`, when this is one.
+    pub fn surface<T: SurfaceError>(&self) -> Option<&T> {
+        match self {
+            Error::Surface(e) => e.as_any().downcast_ref::<T>(),
+            _ => None,
+        }
+    }
+}
 
 /// Any error pChronicle reports to a user.
 #[derive(Debug, thiserror::Error)]
@@ -22,18 +39,18 @@ pub enum Error {
     /// SQL planning or execution.
     #[error(transparent)]
     Sql(#[from] crate::sql::SqlError),
-    /// Settings: flags, environment and the settings file.
-    #[error(transparent)]
-    Settings(#[from] SettingsError),
+    /// An error of the command surface itself: flags, the environment and
+    /// the settings file, the Warehouse's configuration and requests. Their
+    /// types live with the surface (`cli`, `web`); this module knows them by
+    /// their code only.
+    #[error("{0}")]
+    Surface(Box<dyn SurfaceError>),
     /// Import or export failed.
     #[error(transparent)]
     Ingest(#[from] crate::ingest::IngestError),
     /// A find expression or search failed.
     #[error(transparent)]
     Find(#[from] crate::find::FindError),
-    /// The Warehouse server.
-    #[error(transparent)]
-    Web(#[from] crate::web::WebError),
     /// The Gateway.
     #[error(transparent)]
     Gateway(#[from] crate::gateway::GatewayError),
@@ -51,11 +68,10 @@ impl Error {
         match self {
             Error::Catalog(e) => e.code(),
             Error::Format(e) => e.code(),
-            Error::Settings(e) => e.code(),
+            Error::Surface(e) => e.code(),
             Error::Sql(e) => e.code(),
             Error::Ingest(e) => e.code(),
             Error::Find(e) => e.code(),
-            Error::Web(e) => e.code(),
             Error::Gateway(e) => e.code(),
             Error::Output(_) => "PC-IO-001",
             Error::Internal(_) => "PC-INT-001",

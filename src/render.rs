@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::util::time::format_rfc3339;
 use crate::sql::float_text;
+use crate::util::text::{display_width, escape_control, truncate_chars};
 
 /// A cell as text (None for NULL).
 pub fn cell_text(a: &dyn Array, i: usize) -> Option<String> {
@@ -212,7 +213,7 @@ pub fn write_table(
     schema: &SchemaRef,
     batches: &[RecordBatch],
 ) -> std::io::Result<()> {
-    use crate::cli::out::{Align, Table};
+    
     let heads: Vec<(String, Align)> = schema
         .fields()
         .iter()
@@ -247,6 +248,146 @@ pub fn write_table(
     }
     t.footer(format!("({rows} row{})", if rows == 1 { "" } else { "s" }));
     w.write_all(t.render().as_bytes())
+}
+
+/// Column alignment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Align {
+    /// Text columns.
+    Left,
+    /// Numbers.
+    Right,
+}
+
+/// A simple aligned text table; cells are escaped and bounded.
+#[derive(Debug, Clone)]
+pub struct Table {
+    headers: Vec<(String, Align)>,
+    limits: Vec<Option<usize>>,
+    rows: Vec<Vec<String>>,
+    footer: Option<String>,
+}
+
+impl Table {
+    /// A table with these column headers.
+    pub fn new(headers: &[(&'static str, Align)]) -> Self {
+        Self::with_headers(
+            headers
+                .iter()
+                .map(|(h, a)| ((*h).to_string(), *a))
+                .collect(),
+        )
+    }
+
+    /// A table with owned column headers.
+    pub fn with_headers(headers: Vec<(String, Align)>) -> Self {
+        let n = headers.len();
+        Table {
+            headers,
+            limits: vec![None; n],
+            rows: Vec::new(),
+            footer: None,
+        }
+    }
+
+    /// Cut cells of column `idx` to `chars` characters (for free text such
+    /// as previews and reasons; identifiers are never cut).
+    pub fn limit(&mut self, idx: usize, chars: usize) -> &mut Self {
+        self.limits[idx] = Some(chars);
+        self
+    }
+
+    /// Append a row (must have one cell per header).
+    pub fn row(&mut self, cells: Vec<String>) {
+        debug_assert_eq!(cells.len(), self.headers.len());
+        let cells = cells
+            .into_iter()
+            .zip(&self.limits)
+            .map(|(c, lim)| {
+                let escaped = escape_control(&c);
+                match lim {
+                    Some(n) => truncate_chars(&escaped, *n).into_owned(),
+                    None => escaped.into_owned(),
+                }
+            })
+            .collect();
+        self.rows.push(cells);
+    }
+
+    /// A line printed under the table.
+    pub fn footer(&mut self, s: impl Into<String>) {
+        self.footer = Some(s.into());
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// True with no rows.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Render to text.
+    pub fn render(&self) -> String {
+        let mut widths: Vec<usize> = self.headers.iter().map(|(h, _)| display_width(h)).collect();
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate() {
+                widths[i] = widths[i].max(display_width(c));
+            }
+        }
+        let mut out = String::new();
+        let line = |out: &mut String, cells: &mut dyn Iterator<Item = (&str, Align)>| {
+            let mut parts = Vec::new();
+            for (i, (c, align)) in cells.enumerate() {
+                let pad = widths[i].saturating_sub(display_width(c));
+                let last = i + 1 == widths.len();
+                parts.push(match align {
+                    Align::Right => format!("{}{c}", " ".repeat(pad)),
+                    Align::Left if last => c.to_string(),
+                    Align::Left => format!("{c}{}", " ".repeat(pad)),
+                });
+            }
+            out.push_str(parts.join("  ").trim_end());
+            out.push('\n');
+        };
+        line(
+            &mut out,
+            &mut self.headers.iter().map(|(h, a)| (h.as_str(), *a)),
+        );
+        for r in &self.rows {
+            line(
+                &mut out,
+                &mut r
+                    .iter()
+                    .zip(self.headers.iter())
+                    .map(|(c, (_, a))| (c.as_str(), *a)),
+            );
+        }
+        if let Some(f) = &self.footer {
+            out.push_str(f);
+            out.push('\n');
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_aligns_and_escapes() {
+        let mut t = Table::new(&[("Name", Align::Left), ("N", Align::Right)]);
+        t.row(vec!["超时\x1b[2J".into(), "5".into()]);
+        t.row(vec!["ab".into(), "123".into()]);
+        insta::assert_snapshot!(t.render(), @r"
+        Name             N
+        超时\u{1b}[2J    5
+        ab             123
+        ");
+    }
 }
 
 #[cfg(test)]

@@ -559,3 +559,36 @@ fn deep_and_wide_expressions_do_not_overflow() {
     );
     assert_eq!(got, want);
 }
+
+/// Maintenance publishes a new store snapshot; its own full-text index is
+/// rebuilt for it, so searches keep using the store's index.
+#[test]
+fn maintained_stores_keep_their_own_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("actf");
+    corpus(&data, 8, "actf", 41);
+    let store = tmp.path().join("store");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pchronicle"))
+        .args(["import", "--from"])
+        .arg(&data)
+        .arg("--output")
+        .arg(&store)
+        .arg("-q")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let before = rows(&mounts(&store), false);
+    let r = pchronicle::ingest::maintain::maintain(
+        &store,
+        &pchronicle::store::MaintainOptions::default(),
+    )
+    .unwrap();
+    assert!(r.fts_indexed);
+    let m = mounts(&store);
+    let after = rows(&m, false);
+    assert_eq!(after.len(), before.len());
+    let p = prepare::prepare(&m, "dataset", None, BuildPolicy::ReuseOnly, &|_| {}).unwrap();
+    assert!(p.fts_available, "{:?}", p.reason);
+    assert_eq!(p.report.reused_sources, 1);
+    hit_sets_equal_the_reference(&m, &tmp.path().join("cache"), &after);
+}

@@ -581,10 +581,9 @@ fn read_events(src: &Source, sink: &mut dyn FnMut(&Storyline)) -> Result<SourceR
             .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
         lag_seconds: newest
             .map(|n| ((chrono::Utc::now().timestamp_millis() - n).max(0)) as f64 / 1000.0),
-        wal_pending_events: src
-            .abs_path
-            .parent()
-            .and_then(|p| crate::gateway::sink::wal_pending(&p.join(".pchronicle-gateway"))),
+        // The Gateway's write-ahead log is not the catalog's to read:
+        // `status` fills this in.
+        wal_pending_events: None,
     };
     let refs: Vec<(&serde_json::Value, i64)> = rows.iter().map(|(r, d)| (&r.record, *d)).collect();
     let docs = formats::events::project(&refs, &src.source_path);

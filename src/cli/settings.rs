@@ -15,6 +15,21 @@ pub use crate::ingest::{
     ExportOptions as ExportSettings, ImportInput, ImportOptions as ImportSettings,
 };
 
+impl crate::error::SurfaceError for SettingsError {
+    fn code(&self) -> &'static str {
+        SettingsError::code(self)
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl From<SettingsError> for crate::error::Error {
+    fn from(e: SettingsError) -> Self {
+        crate::error::Error::Surface(Box::new(e))
+    }
+}
+
 /// Problems with flags, the environment or the settings file.
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {

@@ -13,6 +13,7 @@ use crate::catalog::{DatasetUri, DiscoveryLimits};
 
 pub mod export;
 pub mod import;
+pub mod maintain;
 
 pub use export::ExportError;
 pub use import::ImportError;

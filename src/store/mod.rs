@@ -125,25 +125,19 @@ impl StorylineLanceStore {
         ))
     }
 
-    /// Compact tables, refresh indexes, drop versions older than the
-    /// retention (keeping the committed ones) and unreferenced objects, then
-    /// publish the result through `CURRENT`.
+    /// Compact tables, refresh the scalar indexes, drop versions older than
+    /// the retention (keeping the committed ones) and unreferenced objects,
+    /// then publish the result through `CURRENT`. The store's full-text
+    /// index is derived data of the layer above: `ingest::maintain` rebuilds
+    /// it for the new snapshot.
     pub fn maintain(&mut self, options: &MaintainOptions) -> Result<MaintainReport, StoreError> {
         if self.root.as_os_str().is_empty() {
             return Err(StoreError::Io(
                 "maintenance of a store on S3 is not supported".into(),
             ));
         }
-        let mut report = write::maintain(&self.root, options)?;
+        let report = write::maintain(&self.root, options)?;
         self.current = Current::read(&self.root)?;
-        if options.reindex {
-            // The full-text index is keyed to the snapshot just published.
-            let source = crate::catalog::stores::probe_store(&self.root, ".")
-                .ok_or_else(|| StoreError::Corrupt("CURRENT vanished during maintenance".into()))?;
-            crate::find::prepare::build_store_index(&self.root, &source)
-                .map_err(|e| StoreError::Internal(format!("full-text index: {e}")))?;
-            report.fts_indexed = true;
-        }
         Ok(report)
     }
 }
@@ -187,6 +181,4 @@ pub struct MaintainReport {
     pub objects_removed: u64,
     /// The new generation.
     pub generation: String,
-    /// Whether the full-text index was rebuilt for the new generation.
-    pub fts_indexed: bool,
 }

@@ -205,3 +205,18 @@ impl WebError {
         }
     }
 }
+
+impl crate::error::SurfaceError for WebError {
+    fn code(&self) -> &'static str {
+        WebError::code(self)
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl From<WebError> for crate::error::Error {
+    fn from(e: WebError) -> Self {
+        crate::error::Error::Surface(Box::new(e))
+    }
+}

@@ -685,7 +685,7 @@ pub fn redact(config: &WarehouseConfig, text: &str) -> String {
 fn status_of(e: &Error) -> u16 {
     use crate::sql::SqlError as S;
     match e {
-        Error::Web(w) => w.status(),
+        e if e.surface::<WebError>().is_some() => e.surface::<WebError>().map_or(500, WebError::status),
         Error::Sql(S::Timeout { .. }) => 504,
         Error::Sql(S::TooManyRows { .. } | S::OutputTooLarge { .. } | S::MemoryBudget { .. }) => {
             422
@@ -741,7 +741,7 @@ pub fn error_reply(ctx: &Ctx<'_>, e: &Error) -> Reply {
         }
     }));
     r.status = status;
-    if let Error::Web(WebError::MethodNotAllowed { .. }) = e {
+    if let Some(WebError::MethodNotAllowed { .. }) = e.surface::<WebError>() {
         let allow = if ctx.path.trim_end_matches('/') == "/api/v1/query" {
             "GET, HEAD, POST"
         } else {

@@ -226,7 +226,15 @@ pub fn run(
 }
 
 fn report(s: &Source, opts: DecodeOptions) -> Result<Report<'_>, CatalogError> {
-    let a = crate::catalog::read::assess(s, opts)?;
+    let mut a = crate::catalog::read::assess(s, opts)?;
+    // Events a Gateway made durable beside a local events store but has not
+    // appended yet (its state directory's write-ahead log).
+    if let Some(e) = a.read.events.as_mut() {
+        e.wal_pending_events = s
+            .abs_path
+            .parent()
+            .and_then(|p| crate::gateway::sink::wal_pending(&p.join(".pchronicle-gateway")));
+    }
     Ok(Report {
         source: s,
         status: a.status,
