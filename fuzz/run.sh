@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run every fuzz target for SECONDS (default 600) each, FUZZ_JOBS (default 2)
-# at a time, then minimise each corpus in place. A crash, a hang (an input
+# at a time, then minimise each corpus in place. Corpora grow in corpus/TARGET/
+# (not kept in git), started from the hand-kept seeds/TARGET/. A crash, a hang (an input
 # over 10 s) or an out-of-memory input stops its target and is written to
 # artifacts/TARGET/; minimise it with `cargo +nightly fuzz tmin` and keep it
 # under regressions/TARGET/, where `cargo test --test fuzz_corpus` runs it.
@@ -19,6 +20,7 @@ mkdir -p logs
 run_one() {
   local t=$1
   mkdir -p "corpus/$t"
+  cp -n "seeds/$t/"* "corpus/$t/" 2>/dev/null || true
   cargo +nightly fuzz run "${FLAGS[@]}" "$t" "corpus/$t" -- \
     -max_total_time="$SECS" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     > "logs/$t.log" 2>&1
