@@ -28,7 +28,12 @@ ensure_tools() {
 build_release() {
   # PCHRONICLE_BENCH_NO_BUILD=1 measures the binaries already built.
   if [ -z "${PCHRONICLE_BENCH_NO_BUILD:-}" ]; then
-    (cd "$ROOT" && cargo build --release --locked --bin pchronicle --example gen_corpus >&2)
+    # The shipped static binary, and the generator (an example: it links the
+    # test-only corpus feature, so it is built apart).
+    (cd "$ROOT" && cargo static >&2 \
+      && cargo build --release --locked --target x86_64-unknown-linux-gnu \
+        --config "target.x86_64-unknown-linux-gnu.rustflags=['-C','target-feature=+crt-static']" \
+        --example gen_corpus --example mock_upstream >&2)
   fi
   PC="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/pchronicle"
   GEN="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/examples/gen_corpus"

@@ -12,9 +12,6 @@ DURATION="${1:-10}"
 ensure_tools
 command -v wrk >/dev/null 2>&1 || { as_root apt-get update -qq; as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
 build_release
-if [ -z "${PCHRONICLE_BENCH_NO_BUILD:-}" ]; then
-  (cd "$ROOT" && cargo build --release --locked --example mock_upstream >&2)
-fi
 UPSTREAM_BIN="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/examples/mock_upstream"
 WORK=$(mktemp -d)
 trap 'kill $GW $UP 2>/dev/null || true; rm -rf "$WORK"' EXIT

@@ -20,11 +20,13 @@
 pub mod analysis;
 pub mod catalog;
 pub mod cli;
+#[cfg(feature = "synthetic-corpus")]
 pub mod corpus;
 pub mod dataset;
 pub mod error;
 pub mod find;
 pub mod formats;
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod gateway;
 pub mod http;
