@@ -1,0 +1,114 @@
+//! The `events` relation: every events store's rows at its pinned version,
+//! deduplicated by `event_id`.
+
+use super::{Mount, Mounts};
+use arrow::array::{ArrayRef, Int64Array, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow::record_batch::RecordBatch;
+use rayon::prelude::*;
+
+use crate::catalog::read::{read_source, ReadFailure};
+use crate::catalog::{Source, SourceStatus};
+use crate::formats::atif::Projection;
+use crate::formats::DecodeOptions;
+use crate::sql::SqlError;
+use crate::table::{Table, TableBuilder};
+
+impl Mounts {
+    /// The `events` relation: every events store's rows at its pinned
+    /// version, one row per distinct `event_id` with its duplicate count.
+    pub(super) fn scan_events(
+        &self,
+        mount: &Mount,
+        columns: &[usize],
+        post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
+    ) -> Result<Vec<RecordBatch>, SqlError> {
+        use arrow::array::{Int64Array, StringArray, TimestampNanosecondArray};
+        let full = events_schema();
+        let schema = std::sync::Arc::new(full.project(columns)?);
+        let mut out = Vec::new();
+        for s in &mount.snapshot.sources {
+            if s.format != crate::formats::SourceFormat::EventsLance {
+                continue;
+            }
+            let rows = match crate::catalog::read::events_rows(s) {
+                Ok(r) => r,
+                Err(f) => {
+                    out.extend(self.skip_or_fail(s, f)?);
+                    continue;
+                }
+            };
+            let text = |key: &str| -> StringArray {
+                rows.iter()
+                    .map(|(r, _)| match r.record.get(key) {
+                        Some(serde_json::Value::String(v)) => Some(v.as_str()),
+                        _ => None,
+                    })
+                    .collect()
+            };
+            let mut cols: Vec<arrow::array::ArrayRef> = Vec::with_capacity(columns.len());
+            for &i in columns {
+                let name = full.field(i).name().as_str();
+                let a: arrow::array::ArrayRef = match name {
+                    "source_path" => std::sync::Arc::new(StringArray::from(vec![
+                        s.source_path
+                            .as_str();
+                        rows.len()
+                    ])),
+                    "seq" => std::sync::Arc::new(Int64Array::from_iter_values(
+                        rows.iter().map(|(r, _)| r.seq),
+                    )),
+                    "timestamp" => std::sync::Arc::new(
+                        TimestampNanosecondArray::from_iter_values(
+                            rows.iter()
+                                .map(|(r, _)| r.timestamp_unix_ms.saturating_mul(1_000_000)),
+                        )
+                        .with_timezone("UTC"),
+                    ),
+                    "model" => std::sync::Arc::new(
+                        rows.iter()
+                            .map(|(r, _)| {
+                                r.record
+                                    .get("payload")
+                                    .and_then(|p| p.get("model"))
+                                    .and_then(serde_json::Value::as_str)
+                            })
+                            .collect::<StringArray>(),
+                    ),
+                    "kind" | "source" => std::sync::Arc::new(
+                        rows.iter()
+                            .map(|(r, _)| {
+                                Some(
+                                    r.record
+                                        .get(name)
+                                        .and_then(serde_json::Value::as_str)
+                                        .unwrap_or(""),
+                                )
+                            })
+                            .collect::<StringArray>(),
+                    ),
+                    "payload_json" => std::sync::Arc::new(
+                        rows.iter()
+                            .map(|(r, _)| Some(r.record.to_string()))
+                            .collect::<StringArray>(),
+                    ),
+                    "duplicate_count" => std::sync::Arc::new(Int64Array::from_iter_values(
+                        rows.iter().map(|(_, d)| *d),
+                    )),
+                    other => std::sync::Arc::new(text(other)),
+                };
+                cols.push(a);
+            }
+            let b = RecordBatch::try_new_with_options(
+                schema.clone(),
+                cols,
+                &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows.len())),
+            )?;
+            out.push(post(b)?);
+        }
+        if out.is_empty() {
+            out.push(RecordBatch::new_empty(schema));
+        }
+        Ok(out)
+    }
+}
