@@ -23,6 +23,7 @@ pub use relations::{
     describe_batches, describe_relation, events_schema, explain_batches, sources_batch,
     sources_schema,
 };
+pub(crate) use relations::{EVENT_JSON_COLUMNS, SOURCE_JSON_COLUMNS};
 
 use crate::catalog::read::{read_source, ReadFailure};
 use crate::catalog::{

@@ -32,7 +32,7 @@ pub fn sources_schema() -> SchemaRef {
 }
 
 /// Columns of `sources` that hold JSON text.
-const SOURCE_JSON_COLUMNS: &[&str] = &["capabilities"];
+pub(crate) const SOURCE_JSON_COLUMNS: &[&str] = &["capabilities"];
 
 /// Schema of the `events` relation (canonical captured events).
 pub fn events_schema() -> SchemaRef {
@@ -55,6 +55,9 @@ pub fn events_schema() -> SchemaRef {
         Field::new("duplicate_count", DataType::Int64, false),
     ]))
 }
+
+/// Columns of `events` that hold JSON text (the captured record).
+pub(crate) const EVENT_JSON_COLUMNS: &[&str] = &["payload_json"];
 
 /// (name, type, nullable, description) of every column of a relation.
 pub fn describe_relation(relation: &str) -> Vec<(String, String, bool, String)> {

@@ -508,6 +508,68 @@ pub enum ExportFormat {
     Storyline,
 }
 
+impl ExportFormat {
+    /// Every export format, in the order messages list them.
+    pub const ALL: [ExportFormat; 4] = [
+        ExportFormat::Atif,
+        ExportFormat::OpenAiMessages,
+        ExportFormat::Storyline,
+        ExportFormat::Actf,
+    ];
+
+    /// The Source format of what it writes.
+    pub fn source_format(self) -> SourceFormat {
+        match self {
+            ExportFormat::Atif => SourceFormat::Atif,
+            ExportFormat::Actf => SourceFormat::Actf,
+            ExportFormat::OpenAiMessages => SourceFormat::OpenAiMessages,
+            ExportFormat::Storyline => SourceFormat::Storyline,
+        }
+    }
+
+    /// The stable name: that of its Source format.
+    pub fn name(self) -> &'static str {
+        self.source_format().name()
+    }
+}
+
+impl std::fmt::Display for ExportFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for ExportFormat {
+    type Err = UnknownExportFormat;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ExportFormat::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| UnknownExportFormat(s.to_string()))
+    }
+}
+
+/// A name that is no export format. Its message lists the names
+/// ("must be atif, openai-messages, storyline or actf, not …") for the
+/// caller to prefix with what it parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownExportFormat(pub String);
+
+impl std::fmt::Display for UnknownExportFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let [rest @ .., last] = ExportFormat::ALL.map(ExportFormat::name);
+        write!(
+            f,
+            "must be {} or {last}, not `{}`",
+            rest.join(", "),
+            crate::util::text::escape_control(&self.0)
+        )
+    }
+}
+
+impl std::error::Error for UnknownExportFormat {}
+
 /// Encode documents in `format`: the output records (one JSON value each)
 /// and what the conversion could not keep: every Storyline field that
 /// reading the records back with the format's decoder would not give back
@@ -524,4 +586,21 @@ pub fn encode_documents(format: ExportFormat, docs: &[Storyline]) -> (Vec<Value>
             .collect(),
     };
     (records, losses)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ExportFormat;
+
+    #[test]
+    fn export_format_names_round_trip() {
+        for f in ExportFormat::ALL {
+            assert_eq!(f.to_string().parse::<ExportFormat>(), Ok(f));
+        }
+        let e = "pdf".parse::<ExportFormat>().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "must be atif, openai-messages, storyline or actf, not `pdf`"
+        );
+    }
 }
