@@ -14,9 +14,9 @@ use arrow::datatypes::{
 use arrow::record_batch::RecordBatch;
 use serde_json::Value;
 
-use crate::util::time::format_rfc3339;
 use crate::sql::float_text;
 use crate::util::text::{display_width, escape_control, truncate_chars};
+use crate::util::time::format_rfc3339;
 
 /// A cell as text (None for NULL).
 pub fn cell_text(a: &dyn Array, i: usize) -> Option<String> {
@@ -213,7 +213,6 @@ pub fn write_table(
     schema: &SchemaRef,
     batches: &[RecordBatch],
 ) -> std::io::Result<()> {
-    
     let heads: Vec<(String, Align)> = schema
         .fields()
         .iter()

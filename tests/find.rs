@@ -576,7 +576,11 @@ fn maintained_stores_keep_their_own_index() {
         .arg("-q")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let before = rows(&mounts(&store), false);
     let r = pchronicle::ingest::maintain::maintain(
         &store,

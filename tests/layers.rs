@@ -11,20 +11,56 @@ use std::path::Path;
 const ALLOWED: &[(&str, &[&str])] = &[
     // The surfaces: commands and the Warehouse. Nothing uses them; the fuzz
     // and corpus harnesses (test-only features) sit beside them.
-    ("cli", &["analysis", "catalog", "dataset", "error", "find", "formats", "gateway", "http", "ingest", "render", "s3", "sql", "store", "table", "util", "web"]),
-    ("web", &["catalog", "dataset", "error", "find", "formats", "http", "ingest", "render", "s3", "sql", "table", "util"]),
-    ("fuzzing", &["catalog", "cli", "dataset", "find", "formats", "gateway", "http", "s3", "sql", "store", "table", "util", "web"]),
+    (
+        "cli",
+        &[
+            "analysis", "catalog", "dataset", "error", "find", "formats", "gateway", "http",
+            "ingest", "render", "s3", "sql", "store", "table", "util", "web",
+        ],
+    ),
+    (
+        "web",
+        &[
+            "catalog", "dataset", "error", "find", "formats", "http", "ingest", "render", "s3",
+            "sql", "table", "util",
+        ],
+    ),
+    (
+        "fuzzing",
+        &[
+            "catalog", "cli", "dataset", "find", "formats", "gateway", "http", "s3", "sql",
+            "store", "table", "util", "web",
+        ],
+    ),
     ("corpus", &["formats", "util"]),
     // The error every command reports, over the features' own errors.
-    ("error", &["catalog", "find", "formats", "gateway", "ingest", "sql", "util"]),
+    (
+        "error",
+        &[
+            "catalog", "find", "formats", "gateway", "ingest", "sql", "util",
+        ],
+    ),
     // Features.
     ("gateway", &["formats", "http", "s3", "store", "util"]),
-    ("ingest", &["catalog", "dataset", "find", "formats", "s3", "sql", "store", "table", "util"]),
+    (
+        "ingest",
+        &[
+            "catalog", "dataset", "find", "formats", "s3", "sql", "store", "table", "util",
+        ],
+    ),
     ("analysis", &["sql"]),
-    ("find", &["catalog", "dataset", "formats", "fts", "s3", "sql", "store", "table", "util"]),
+    (
+        "find",
+        &[
+            "catalog", "dataset", "formats", "fts", "s3", "sql", "store", "table", "util",
+        ],
+    ),
     ("render", &["formats", "sql", "util"]),
     // Relations over pinned Sources, and the engine that queries them.
-    ("dataset", &["catalog", "formats", "sql", "store", "table", "util"]),
+    (
+        "dataset",
+        &["catalog", "formats", "sql", "store", "table", "util"],
+    ),
     ("sql", &["table", "util"]),
     // Sources and derived indexes.
     ("catalog", &["formats", "s3", "store", "util"]),
@@ -40,7 +76,12 @@ const ALLOWED: &[(&str, &[&str])] = &[
 ];
 
 fn module_of(rel: &Path) -> String {
-    let first = rel.components().next().unwrap().as_os_str().to_string_lossy();
+    let first = rel
+        .components()
+        .next()
+        .unwrap()
+        .as_os_str()
+        .to_string_lossy();
     first.trim_end_matches(".rs").to_string()
 }
 
@@ -66,10 +107,9 @@ fn uses(dir: &Path, root: &Path, out: &mut BTreeMap<String, BTreeSet<(String, St
             for c in re.captures_iter(code) {
                 let to = c[1].to_string();
                 if to != from {
-                    out.entry(from.clone()).or_default().insert((
-                        to,
-                        format!("{}:{}", rel.display(), n + 1),
-                    ));
+                    out.entry(from.clone())
+                        .or_default()
+                        .insert((to, format!("{}:{}", rel.display(), n + 1)));
                 }
             }
         }
@@ -94,7 +134,11 @@ fn dependencies_point_down() {
             }
         }
     }
-    assert!(bad.is_empty(), "edges not in the layer table:\n{}", bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "edges not in the layer table:\n{}",
+        bad.join("\n")
+    );
 }
 
 /// The table itself has no cycle: the layers are an order.

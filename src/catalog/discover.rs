@@ -312,10 +312,11 @@ pub fn discover(
             let r = formats::sniff_file(&c.abs).map_err(|e| e.to_string());
             // Unrecognised JSON is checked to its end (see below).
             let broken = match &r {
-                Ok(s) if s.format.is_none()
-                    && s.invalid.is_none()
-                    && s.container != Container::Empty
-                    && is_json_name(&c.rel) =>
+                Ok(s)
+                    if s.format.is_none()
+                        && s.invalid.is_none()
+                        && s.container != Container::Empty
+                        && is_json_name(&c.rel) =>
                 {
                     broken_json(&c.abs, &c.rel)
                 }

@@ -1,18 +1,10 @@
 //! The `events` relation: every events store's rows at its pinned version,
 //! deduplicated by `event_id`.
 
-use super::{Mount, Mounts};
-use arrow::array::{ArrayRef, Int64Array, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use super::{events_schema, Mount, Mounts};
 use arrow::record_batch::RecordBatch;
-use rayon::prelude::*;
 
-use crate::catalog::read::{read_source, ReadFailure};
-use crate::catalog::{Source, SourceStatus};
-use crate::formats::atif::Projection;
-use crate::formats::DecodeOptions;
 use crate::sql::SqlError;
-use crate::table::{Table, TableBuilder};
 
 impl Mounts {
     /// The `events` relation: every events store's rows at its pinned

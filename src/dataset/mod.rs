@@ -25,14 +25,10 @@ pub use relations::{
 };
 pub(crate) use relations::{EVENT_JSON_COLUMNS, SOURCE_JSON_COLUMNS};
 
-use crate::catalog::read::{read_source, ReadFailure};
-use crate::catalog::{
-    CatalogError, CatalogSnapshot, DatasetUri, DiscoveryLimits, Source, SourceStatus,
-};
-use crate::formats::atif::Projection;
-use crate::formats::DecodeOptions;
+use crate::catalog::read::ReadFailure;
+use crate::catalog::{CatalogError, CatalogSnapshot, DatasetUri, DiscoveryLimits, Source};
 use crate::sql::{Provider, SqlError};
-use crate::table::{Table, TableBuilder};
+use crate::table::Table;
 
 /// Rows per output batch.
 pub const BATCH_ROWS: usize = 8192;

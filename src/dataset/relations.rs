@@ -5,14 +5,10 @@
 use arrow::array::{ArrayRef, Int64Array, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
-use rayon::prelude::*;
 
-use crate::catalog::read::{read_source, ReadFailure};
-use crate::catalog::{Source, SourceStatus};
-use crate::formats::atif::Projection;
-use crate::formats::DecodeOptions;
+use crate::catalog::Source;
 use crate::sql::SqlError;
-use crate::table::{Table, TableBuilder};
+use crate::table::Table;
 
 /// Schema of the `sources` relation.
 pub fn sources_schema() -> SchemaRef {

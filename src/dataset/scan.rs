@@ -4,12 +4,11 @@
 
 use super::skeleton::skeleton_safe;
 use super::{Mount, Mounts, BATCH_ROWS};
-use arrow::array::{ArrayRef, Int64Array, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow::datatypes::{Field, Schema};
 use arrow::record_batch::RecordBatch;
 use rayon::prelude::*;
 
-use crate::catalog::read::{read_source, ReadFailure};
+use crate::catalog::read::read_source;
 use crate::catalog::{Source, SourceStatus};
 use crate::formats::atif::Projection;
 use crate::formats::DecodeOptions;

@@ -3,15 +3,11 @@
 //! store's `trajectories` read from its documents table.
 
 use super::Mounts;
-use arrow::array::{ArrayRef, Int64Array, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow::array::{ArrayRef, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
-use rayon::prelude::*;
 
-use crate::catalog::read::{read_source, ReadFailure};
-use crate::catalog::{Source, SourceStatus};
-use crate::formats::atif::Projection;
-use crate::formats::DecodeOptions;
+use crate::catalog::Source;
 use crate::sql::SqlError;
 use crate::table::{Table, TableBuilder};
 

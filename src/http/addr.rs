@@ -72,4 +72,3 @@ pub fn loopback_host(host: &str) -> bool {
         || name.ends_with(".localhost")
         || name.parse::<IpAddr>().is_ok_and(is_loopback)
 }
-

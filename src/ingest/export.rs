@@ -4,12 +4,12 @@
 use std::collections::HashSet;
 use std::io::Write as _;
 
+use super::{ExportOptions, IngestError as Error};
 use crate::catalog::read::{read_source, ReadFailure};
 use crate::catalog::{CatalogError, CatalogSnapshot, SourceStatus};
-use super::{ExportOptions, IngestError as Error};
-use crate::util::notes::Notes;
 use crate::formats::model::Storyline;
 use crate::formats::{encode_documents, DecodeOptions, ExportFormat};
+use crate::util::notes::Notes;
 
 /// Export problems.
 #[derive(Debug, thiserror::Error)]
@@ -189,7 +189,12 @@ pub fn export(
             }
             Err(ReadFailure::Fatal(e)) => return Err(e.into()),
             Err(ReadFailure::Source(e)) if s.errors_strict => {
-                return Err(strict_source(src, SourceStatus::Error, e.code(), e.detail()));
+                return Err(strict_source(
+                    src,
+                    SourceStatus::Error,
+                    e.code(),
+                    e.detail(),
+                ));
             }
             Err(ReadFailure::Source(e)) => {
                 out.warn(

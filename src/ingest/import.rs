@@ -8,14 +8,14 @@ use std::time::Instant;
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
+use super::{ImportInput, ImportOptions, IngestError as Error};
 use crate::catalog::read::{read_source, ReadFailure};
 use crate::catalog::{discover, CatalogError, DiscoveryLimits, Source, SourceStatus};
-use super::{ImportInput, ImportOptions, IngestError as Error};
-use crate::util::notes::Notes;
 use crate::formats::model::Storyline;
 use crate::formats::{DecodeOptions, Diagnostic, FormatError, SourceFormat};
 use crate::store::{StoreError, StoreWriter};
 use crate::util::interrupt;
+use crate::util::notes::Notes;
 
 /// Import problems.
 #[derive(Debug, thiserror::Error)]

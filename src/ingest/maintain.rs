@@ -24,9 +24,8 @@ pub fn maintain(root: &Path, options: &MaintainOptions) -> Result<Maintained, In
     let mut fts_indexed = false;
     if options.reindex {
         // The index is keyed to the snapshot just published.
-        let source = crate::catalog::stores::probe_store(root, ".").ok_or_else(|| {
-            IngestError::Internal("CURRENT vanished during maintenance".into())
-        })?;
+        let source = crate::catalog::stores::probe_store(root, ".")
+            .ok_or_else(|| IngestError::Internal("CURRENT vanished during maintenance".into()))?;
         crate::find::prepare::build_store_index(root, &source)
             .map_err(|e| IngestError::Internal(format!("full-text index: {e}")))?;
         fts_indexed = true;

@@ -153,11 +153,7 @@ impl fmt::Display for Scalar {
             Scalar::Int(v) => write!(f, "{v}"),
             Scalar::Float(v) => write!(f, "{v:?}"),
             Scalar::Str(s) => write!(f, "'{}'", s.replace('\'', "''")),
-            Scalar::Ts(v) => write!(
-                f,
-                "TIMESTAMP '{}'",
-                crate::util::time::format_rfc3339(*v)
-            ),
+            Scalar::Ts(v) => write!(f, "TIMESTAMP '{}'", crate::util::time::format_rfc3339(*v)),
         }
     }
 }

@@ -16,8 +16,8 @@ use super::objects::{load_objects, referenced_ids, resolve};
 use super::schema::{dir_name, table_schema};
 use super::StoreError;
 use crate::formats::model::{Storyline, ToolCall, Turn};
-use crate::util::time::format_rfc3339;
 use crate::table::Table;
+use crate::util::time::format_rfc3339;
 
 /// Reads one committed snapshot.
 #[derive(Debug, Clone)]

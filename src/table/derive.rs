@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use super::builder::Cell;
 use crate::formats::model::{Prompt, Storyline, ToolCall, Turn};
-use crate::util::time::{format_rfc3339, parse_timestamp};
 use crate::formats::text::{self, result_link};
+use crate::util::time::{format_rfc3339, parse_timestamp};
 
 /// The row being built: a document, and for step and call tables the
 /// position within it.

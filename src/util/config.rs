@@ -18,4 +18,3 @@ pub fn read_config_file(path: &Path) -> Result<String, String> {
     }
     std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))
 }
-

@@ -65,4 +65,3 @@ pub fn format_rfc3339(ns: i64) -> String {
         None => String::new(),
     }
 }
-

@@ -10,10 +10,12 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::config::WarehouseConfig;
-use crate::http::{host_name, loopback_host, Handler, HttpLimits, HttpRequest, HttpResponse, HttpServer, Refusal};
 use super::{api, assets, WebError};
 use crate::dataset::Mounts;
 use crate::error::Error;
+use crate::http::{
+    host_name, loopback_host, Handler, HttpLimits, HttpRequest, HttpResponse, HttpServer, Refusal,
+};
 
 /// Default listen address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
@@ -685,7 +687,9 @@ pub fn redact(config: &WarehouseConfig, text: &str) -> String {
 fn status_of(e: &Error) -> u16 {
     use crate::sql::SqlError as S;
     match e {
-        e if e.surface::<WebError>().is_some() => e.surface::<WebError>().map_or(500, WebError::status),
+        e if e.surface::<WebError>().is_some() => {
+            e.surface::<WebError>().map_or(500, WebError::status)
+        }
         Error::Sql(S::Timeout { .. }) => 504,
         Error::Sql(S::TooManyRows { .. } | S::OutputTooLarge { .. } | S::MemoryBudget { .. }) => {
             422

@@ -317,8 +317,18 @@ fn status_of(v: &Value, path: &str) -> (String, String) {
 fn issue_18_one_strictness_rule() {
     let env = TestEnv::new();
     mixed_health(&env);
-    let ls = json(&env.cmd().args(["ls", "ds", "--format", "json"]).output().unwrap());
-    let st = json(&env.cmd().args(["status", "ds", "--format", "json"]).output().unwrap());
+    let ls = json(
+        &env.cmd()
+            .args(["ls", "ds", "--format", "json"])
+            .output()
+            .unwrap(),
+    );
+    let st = json(
+        &env.cmd()
+            .args(["status", "ds", "--format", "json"])
+            .output()
+            .unwrap(),
+    );
     for p in ["good.json", "truncated.json", "degraded.json", "notes.json"] {
         assert_eq!(status_of(&ls, p), status_of(&st, p), "{p}");
     }
@@ -327,15 +337,30 @@ fn issue_18_one_strictness_rule() {
     assert_eq!(status_of(&st, "degraded.json").0, "degraded");
     assert_eq!(status_of(&st, "notes.json").0, "error");
     // A second `ls` reuses what the first found.
-    let again = json(&env.cmd().args(["ls", "ds", "--format", "json"]).output().unwrap());
-    assert_eq!(status_of(&again, "truncated.json"), status_of(&ls, "truncated.json"));
+    let again = json(
+        &env.cmd()
+            .args(["ls", "ds", "--format", "json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(
+        status_of(&again, "truncated.json"),
+        status_of(&ls, "truncated.json")
+    );
 
     let strict_fails = |args: &[&str]| {
-        let o = env.cmd().args(args).args(["--errors", "strict"]).output().unwrap();
+        let o = env
+            .cmd()
+            .args(args)
+            .args(["--errors", "strict"])
+            .output()
+            .unwrap();
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(
-            ["truncated.json", "degraded.json", "notes.json"].iter().any(|p| err.contains(p)),
+            ["truncated.json", "degraded.json", "notes.json"]
+                .iter()
+                .any(|p| err.contains(p)),
             "{args:?} names no Source: {err}"
         );
     };
@@ -352,7 +377,9 @@ fn issue_18_one_strictness_rule() {
     strict_fails(&["analysis", "overview", "ds"]);
     strict_fails(&["status", "ds"]);
     strict_fails(&["ls", "ds"]);
-    strict_fails(&["export", "--from", "ds", "--format", "atif", "--output", "-"]);
+    strict_fails(&[
+        "export", "--from", "ds", "--format", "atif", "--output", "-",
+    ]);
     let f = ["find", "ds", "--match", "fine", "--format", "json"];
     report_warns(&f); // builds the index
     report_warns(&f); // served by the cached index: the same warnings
@@ -448,10 +475,16 @@ fn issue_18_cached_index_keeps_reporting_a_broken_source() {
         let o = find(false);
         ok(&o);
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(err.contains("warning[PC-FMT-002]") && err.contains("truncated.json"), "{round}: {err}");
+        assert!(
+            err.contains("warning[PC-FMT-002]") && err.contains("truncated.json"),
+            "{round}: {err}"
+        );
     }
     let o = find(true);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("error[PC-FMT-002]") && err.contains("Source `truncated.json`"), "{err}");
+    assert!(
+        err.contains("error[PC-FMT-002]") && err.contains("Source `truncated.json`"),
+        "{err}"
+    );
 }

@@ -47,7 +47,12 @@ pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
                 timeout: Some(q.timeout),
                 memory_budget: q.memory_budget,
             };
-            let r = execute_within(plan, &mounts, limits, q.timeout.saturating_sub(started.elapsed()))?;
+            let r = execute_within(
+                plan,
+                &mounts,
+                limits,
+                q.timeout.saturating_sub(started.elapsed()),
+            )?;
             (r.schema, r.batches)
         }
     };

@@ -206,4 +206,3 @@ fn signal_channel() -> std::sync::mpsc::Receiver<Signal> {
         .expect("signal thread starts");
     rx
 }
-

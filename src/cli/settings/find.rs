@@ -135,4 +135,3 @@ pub(super) fn find_settings(
         strict,
     })
 }
-

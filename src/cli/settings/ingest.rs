@@ -54,7 +54,6 @@ pub(super) fn export_settings(
     })
 }
 
-
 pub(super) fn import_settings(
     a: &ImportArgs,
     env: &Env,

@@ -18,12 +18,12 @@ mod query;
 mod tests;
 mod user;
 
-pub use find::FindSettings;
-pub use query::{QueryFormat, QuerySettings};
-pub use user::UserSettings;
 use find::find_settings;
+pub use find::FindSettings;
 use ingest::{export_settings, import_settings};
 use query::{analysis_settings, query_settings};
+pub use query::{QueryFormat, QuerySettings};
+pub use user::UserSettings;
 
 pub use crate::ingest::{
     ExportOptions as ExportSettings, ImportInput, ImportOptions as ImportSettings,
@@ -548,7 +548,6 @@ fn positive(flag: &'static str, v: u64) -> Result<u64, SettingsError> {
     }
     Ok(v)
 }
-
 
 /// `serve --gateway …`
 #[derive(Debug, Clone)]

@@ -136,8 +136,6 @@ pub(super) fn analysis_settings(
     })
 }
 
-
-
 /// Output formats of `query`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QueryFormat {
@@ -175,4 +173,3 @@ pub struct QuerySettings {
     /// Fail on bad Sources.
     pub strict: bool,
 }
-
