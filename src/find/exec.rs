@@ -1003,10 +1003,15 @@ pub fn search_runs(
                     cols.iter().find_map(|&c| {
                         let v = parsed[c].as_ref()?;
                         p.eval(v).then(|| {
-                            let at = super::jsonpath::lookup(v, &p.path)
+                            let at = crate::util::jsonpath::lookup(v, &p.path)
                                 .map(Value::to_string)
                                 .unwrap_or_default();
-                            format!("{} {}: {}", RUN_JSON_COLUMNS[c], path_text(&p.path), at)
+                            format!(
+                                "{} {}: {}",
+                                RUN_JSON_COLUMNS[c],
+                                crate::util::jsonpath::to_text(&p.path),
+                                at
+                            )
                         })
                     })
                 })
@@ -1054,27 +1059,6 @@ fn positive_json_leaves<'a>(
             }
         }
     }
-}
-
-fn path_text(p: &[super::jsonpath::Segment]) -> String {
-    let mut s = String::from("$");
-    for seg in p {
-        match seg {
-            super::jsonpath::Segment::Key(k) => {
-                if k.chars().all(|c| c.is_alphanumeric() || c == '_') {
-                    s.push('.');
-                    s.push_str(k);
-                } else {
-                    s.push_str(&format!(
-                        "[{}]",
-                        serde_json::to_string(k).unwrap_or_default()
-                    ));
-                }
-            }
-            super::jsonpath::Segment::Index(i) => s.push_str(&format!("[{i}]")),
-        }
-    }
-    s
 }
 
 /// Stable order of hits: by Source path, then position in the Source.
