@@ -1203,7 +1203,7 @@ fn find(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply, Error> {
             "search": {
                 "mode": mode.name(),
                 "scope": sc.name(),
-                "tokenizer": crate::find::tokenize::TOKENIZER_NAME,
+                "tokenizer": crate::find::TOKENIZER_NAME,
                 "notes": crate::find::operator_notes(&q),
             },
             "highlight_terms": search::highlight_terms(expr.as_ref()),
@@ -1255,7 +1255,7 @@ fn find(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply, Error> {
         "mode": mode.name(),
         "scope": sc.name(),
         "fts_available": outcome.fts_available,
-        "tokenizer": crate::find::tokenize::TOKENIZER_NAME,
+        "tokenizer": crate::find::TOKENIZER_NAME,
     });
     if let Some(r) = &outcome.reason {
         search["fts_unavailable_reason"] = json!(redact_text(ctx, r));
