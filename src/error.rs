@@ -109,3 +109,12 @@ impl From<crate::ingest::ExportError> for Error {
         Error::Ingest(e.into())
     }
 }
+
+impl From<crate::find::SearchError> for Error {
+    fn from(e: crate::find::SearchError) -> Self {
+        match e {
+            crate::find::SearchError::Find(e) => Error::Find(e),
+            crate::find::SearchError::Sql(e) => Error::Sql(e),
+        }
+    }
+}

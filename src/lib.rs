@@ -4,11 +4,12 @@
 //!
 //! - [`cli`] — clap types, resolved settings, one module per command, output writers.
 //! - [`analysis`] — the fixed reports, as SQL for the engine.
-//! - [`find`] — the RFC-0012 expression language, its full-text index and search.
+//! - [`find`] — the RFC-0012 expression language, index preparation and search.
 //! - [`sql`] — the read-only SQL engine: parser allow-list, binder, plans, operators.
 //! - [`dataset`] — the relations of mounted Datasets (the engine's data provider).
 //! - [`store`] — the Storyline Lance store: write, read, maintain.
 //! - [`catalog`] — Dataset URI normalisation, Source discovery, Catalog Snapshot.
+//! - [`fts`] — the step full-text index (the only tantivy and jieba user).
 //! - [`table`] — relation schemas and row builders from the canonical model.
 //! - [`formats`] — the canonical model and one codec per exchange format.
 //! - [`error`] — the top-level error with stable codes and exit classes.
@@ -26,6 +27,7 @@ pub mod dataset;
 pub mod error;
 pub mod find;
 pub mod formats;
+pub mod fts;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod gateway;

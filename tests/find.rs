@@ -13,10 +13,10 @@ use arrow::datatypes::Int64Type;
 use pchronicle::catalog::{DatasetUri, DiscoveryLimits};
 use pchronicle::dataset::Mounts;
 use pchronicle::find::exec::{self, selector_columns, Deadline, Identity};
-use pchronicle::find::index::BUILD_COLUMNS;
-use pchronicle::find::jsonpath::Predicate;
+use pchronicle::find::predicate::Predicate;
 use pchronicle::find::prepare::{self, BuildPolicy};
 use pchronicle::find::{parse_match_expression, FindExpr};
+use pchronicle::fts::{find_terms, BUILD_COLUMNS};
 use pchronicle::table::Table;
 
 type Key = (String, String, Option<String>, Option<i64>);
@@ -234,7 +234,7 @@ fn reference(e: &FindExpr, row: &Row) -> bool {
             cols.iter().any(|&c| {
                 row.text[c]
                     .as_deref()
-                    .is_some_and(|t| exec::find_terms(&terminal_view(t), &terms).is_some())
+                    .is_some_and(|t| find_terms(&terminal_view(t), &terms).is_some())
             })
         }
         FindExpr::Json {

@@ -2,7 +2,7 @@
 //! needs no dictionary, and CJK text gets one reduced to its own words.
 //! (A separate test binary, so no other test has loaded it first.)
 
-use pchronicle::find::tokenize::{dictionary_loaded, tokens};
+use pchronicle::fts::{dictionary_loaded, tokens};
 
 #[test]
 fn queries_do_not_load_the_dictionary() {

@@ -1,20 +1,36 @@
-//! `find`: the RFC-0012 expression language.
+//! `find`: the RFC-0012 expression language and its search.
 //!
 //! One parser and AST ([`FindExpr`]) serve the CLI and the web explorer:
 //! [`parse_match_expression`] reads one `--match`, and
 //! [`combine_match_expressions`] joins repeated ones with AND. The canonical
-//! print (`Display`) parses back to the same AST.
+//! print (`Display`) parses back to the same AST. [`scope`] resolves what is
+//! searched, [`prepare`] decides which full-text index serves each Source
+//! (a store's own, the Dataset's cache, or one in memory) and builds what is
+//! missing, [`exec`] compiles the expression and evaluates it over index
+//! document sets (steps) or `runs` rows, and [`search`] ties them together.
+//!
+//! What it does not: know tantivy or jieba. The index, the analyzer, term
+//! and phrase queries and the reading of stored fields are [`crate::fts`]'s.
+//!
+//! May call: `fts`, `dataset`, `catalog`, `store`, `table`, `formats`, `s3`,
+//! `sql` (its error type), `error` (what [`search`] returns), `util`. Never
+//! `cli` or `web`.
 
 pub mod ast;
+mod compile;
 pub mod exec;
-pub mod index;
-pub mod jsonpath;
 mod parser;
+pub mod predicate;
 pub mod prepare;
+mod preview;
+mod runs;
 pub mod scope;
 pub mod search;
-pub mod tokenize;
+mod sets;
+mod steps;
 
+/// The analyzer every search and index uses, as reported to users.
+pub use crate::fts::TOKENIZER_NAME;
 pub use ast::{CmpOp, FindExpr, JsonValue, Span, TextField};
 pub use parser::{
     combine_match_expressions, operator_notes, parse_expression_text, parse_match_expression,
@@ -50,6 +66,36 @@ pub enum FindError {
         /// Which bound.
         message: String,
     },
+}
+
+/// Why a search failed: its own errors, or reading the Sources it searches.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    /// The expression, the index or a bound.
+    #[error(transparent)]
+    Find(#[from] FindError),
+    /// Reading the Sources (a strict refusal, a Source changed while read).
+    #[error(transparent)]
+    Sql(#[from] crate::sql::SqlError),
+}
+
+impl SearchError {
+    /// Stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SearchError::Find(e) => e.code(),
+            SearchError::Sql(e) => e.code(),
+        }
+    }
+}
+
+/// An index that cannot be read is unavailable.
+impl From<crate::fts::FtsError> for FindError {
+    fn from(e: crate::fts::FtsError) -> Self {
+        FindError::IndexUnavailable {
+            message: e.to_string(),
+        }
+    }
 }
 
 impl FindError {

@@ -455,7 +455,7 @@ fn check_path(p: &str) -> Result<(), String> {
     if !p.starts_with('$') {
         return Err(format!("a JSON path starts with `$`, found `{p}`"));
     }
-    super::jsonpath::parse_path(p)
+    super::predicate::parse_path(p)
         .map(|_| ())
         .map_err(|e| match e {
             FindError::InvalidArgument { message } => message,
@@ -465,7 +465,7 @@ fn check_path(p: &str) -> Result<(), String> {
 
 /// Refuse text with no searchable word (only punctuation or spaces).
 fn searchable(text: &str) -> Result<(), FindError> {
-    if super::tokenize::tokens(text).is_empty() {
+    if crate::fts::tokens(text).is_empty() {
         return Err(FindError::InvalidArgument {
             message: format!("`{text}` has no searchable words (only punctuation or spaces)"),
         });

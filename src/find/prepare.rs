@@ -13,18 +13,19 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use tantivy::ReloadPolicy;
-
 use super::exec::Searchable;
-use super::index::{self, Builder, IndexMeta, BUILD_COLUMNS, CALL_OUTPUT_COLUMN, INDEX_VERSION};
-use super::tokenize::TOKENIZER_NAME;
 use crate::catalog::{Source, SourceStatus};
-use crate::dataset::Mounts;
+use crate::dataset::{Mounts, SourceProblem};
 use crate::formats::SourceFormat;
+use crate::fts::{self, FtsError, BUILD_COLUMNS, CALL_OUTPUT_COLUMN, INDEX_VERSION};
 use crate::sql::SqlError;
 
 /// Directory of a store's own index, relative to the store root.
 pub const STORE_INDEX_DIR: &str = "_pchronicle/find-v1";
+
+/// What an index covers, with the problems of the Sources it read
+/// incompletely.
+type IndexMeta = fts::IndexMeta<SourceProblem>;
 
 /// How indexes may be obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,22 +97,16 @@ pub fn open_store_index(s: &Source) -> Option<Searchable> {
     if meta.sources.get(".") != Some(&ref_text(s)) {
         return None;
     }
-    let (idx, fields) = index::open(&dir).ok()?;
-    let reader = idx
-        .reader_builder()
-        .reload_policy(ReloadPolicy::Manual)
-        .try_into()
-        .ok()?;
+    let index = fts::Index::open(&dir).ok()?.searcher().ok()?;
     Some(Searchable {
-        searcher: reader.searcher(),
-        fields,
+        index,
         src_override: Some(s.source_path.clone()),
         sources: BTreeSet::from([s.source_path.clone()]),
     })
 }
 
 /// Prepare indexes for every step-bearing Source of mount `dataset`, with
-/// the Dataset's cache index in `cache` (see [`index::cache_dir`]; `None`
+/// the Dataset's cache index in `cache` (see [`super::search::cache_dir`]; `None`
 /// indexes in memory). Fails only when reading a Source fails the command
 /// (`--errors strict`, or a Source changed while it was read).
 pub fn prepare(
@@ -215,7 +210,7 @@ enum CacheError {
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("{0}")]
-    Index(#[from] tantivy::TantivyError),
+    Index(#[from] FtsError),
     #[error("{0}")]
     Scan(String),
     /// Reading a Source failed (strict mode, or a Source that changed):
@@ -285,20 +280,16 @@ fn cached(
         let fresh = meta.version != INDEX_VERSION;
         if fresh {
             wipe(dir)?;
-            meta = IndexMeta {
-                version: INDEX_VERSION,
-                tokenizer: TOKENIZER_NAME.into(),
-                ..IndexMeta::default()
-            };
+            meta = IndexMeta::current();
         }
         if meta.sources != want {
-            let (idx, fields) = if fresh {
-                index::create(dir)?
+            let idx = if fresh {
+                fts::Index::create(dir)?
             } else {
-                index::open(dir)?
+                fts::Index::open(dir)?
             };
             let started = Instant::now();
-            let builder = Builder::new(&idx, fields, rayon::current_num_threads())?;
+            let builder = idx.writer(rayon::current_num_threads())?;
             for (k, v) in &meta.sources {
                 if want.get(k) != Some(v) {
                     builder.delete_source(k);
@@ -348,15 +339,9 @@ fn cached(
             report.replayed.push((p.code.clone(), p.message.clone()));
         }
     }
-    let (idx, fields) = index::open(dir)?;
-    let reader = idx
-        .reader_builder()
-        .reload_policy(ReloadPolicy::Manual)
-        .try_into()?;
     Ok((
         Searchable {
-            searcher: reader.searcher(),
-            fields,
+            index: fts::Index::open(dir)?.searcher()?,
             src_override: None,
             sources: want.into_keys().collect(),
         },
@@ -386,23 +371,15 @@ fn in_memory(
     sources: &[&Source],
     progress: &dyn Fn(&str),
 ) -> Result<(Searchable, PrepareReport), CacheError> {
-    let fields = index::Fields::new();
-    let idx = tantivy::Index::create_in_ram(fields.schema.clone());
-    idx.tokenizers()
-        .register(TOKENIZER_NAME, super::tokenize::analyzer());
+    let idx = fts::Index::create_in_memory();
     let started = Instant::now();
-    let builder = Builder::new(&idx, fields.clone(), rayon::current_num_threads())?;
+    let builder = idx.writer(rayon::current_num_threads())?;
     let todo: BTreeSet<&str> = sources.iter().map(|s| s.source_path.as_str()).collect();
     index_sources(mounts, dataset, &builder, &todo, progress)?;
     let (steps, bytes) = builder.finish()?;
-    let reader = idx
-        .reader_builder()
-        .reload_policy(ReloadPolicy::Manual)
-        .try_into()?;
     Ok((
         Searchable {
-            searcher: reader.searcher(),
-            fields,
+            index: idx.searcher()?,
             src_override: None,
             sources: todo.iter().map(std::string::ToString::to_string).collect(),
         },
@@ -419,7 +396,7 @@ fn in_memory(
 fn index_sources(
     mounts: &Mounts,
     dataset: &str,
-    builder: &Builder,
+    builder: &fts::Writer,
     todo: &BTreeSet<&str>,
     progress: &dyn Fn(&str),
 ) -> Result<(), CacheError> {
@@ -463,8 +440,7 @@ pub fn build_store_index(store_root: &Path, source: &Source) -> Result<(u64, u64
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).map_err(|e| e.to_string())?;
     let result = (|| -> Result<(u64, u64), CacheError> {
-        let (idx, fields) = index::create(&tmp)?;
-        let builder = Builder::new(&idx, fields, rayon::current_num_threads())?;
+        let builder = fts::Index::create(&tmp)?.writer(rayon::current_num_threads())?;
         let store = crate::store::StorylineLanceStore::open(store_root)
             .map_err(|e| CacheError::Scan(e.to_string()))?;
         let reader = store
@@ -506,12 +482,10 @@ pub fn build_store_index(store_root: &Path, source: &Source) -> Result<(u64, u64
         })?;
         let (steps, bytes) = builder.finish()?;
         IndexMeta {
-            version: INDEX_VERSION,
-            tokenizer: TOKENIZER_NAME.into(),
             sources: BTreeMap::from([(".".to_string(), ref_text(source))]),
             steps,
             text_bytes: bytes,
-            problems: BTreeMap::new(),
+            ..IndexMeta::current()
         }
         .write(&tmp)?;
         Ok((steps, bytes))

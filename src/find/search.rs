@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 
 use arrow::array::{Array, AsArray};
 
-use super::exec::{self, Deadline, HitList, Identity, RunRow, RUN_JSON_COLUMNS};
+use super::exec::{self, run_json_columns, Deadline, HitList, Identity, RunRow};
 use super::prepare::{self, BuildPolicy, PrepareReport};
 use super::scope::Scope;
 use super::FindExpr;
+use super::SearchError as Error;
 use crate::catalog::DatasetUri;
 use crate::dataset::Mounts;
-use crate::error::Error;
 use crate::table::Table as Relation;
 
 /// What to search.
@@ -51,12 +51,20 @@ pub struct Outcome {
     pub warnings: Vec<(String, String)>,
 }
 
-/// The index cache directory of a Dataset.
+/// The index cache directory of a Dataset, under the user's cache base:
+/// `find/v<index version>/<hash of the Dataset>`.
 pub fn cache_dir(dataset: &DatasetUri) -> Option<PathBuf> {
-    super::index::cache_dir(&match dataset.s3() {
+    let identity = match dataset.s3() {
         Some(u) => crate::s3::cache_identity(u),
         None => dataset.to_string(),
-    })
+    };
+    let base = crate::util::path::cache_base()?;
+    let key = blake3::hash(identity.as_bytes()).to_hex();
+    Some(
+        base.join("find")
+            .join(format!("v{}", crate::fts::INDEX_VERSION))
+            .join(&key.as_str()[..32]),
+    )
 }
 
 /// Run one search.
@@ -172,17 +180,9 @@ fn identity_steps(
                     (0..b.num_rows()).map(|r| Some(keep(&b, r))).collect();
                 Ok(arrow::compute::filter_record_batch(&b, &mask)?)
             },
-            &|| {
-                d.check()
-                    .map_err(|_| crate::sql::SqlError::Timeout { seconds: d.seconds })
-            },
+            &scan_check(d),
         )
-        .map_err(|e| match e {
-            crate::sql::SqlError::Timeout { .. } => Error::Find(super::FindError::Resource {
-                message: format!("the search took longer than --timeout {}s", d.seconds),
-            }),
-            e => e.into(),
-        })?;
+        .map_err(scan_error(d))?;
     let mut out = HitList::default();
     for b in &batches {
         let text = |i: usize, r: usize| {
@@ -207,7 +207,7 @@ fn identity_steps(
                 .map(|t| exec::excerpt(&crate::util::terminal::clean(&t), 0))
                 .unwrap_or_default();
             let doc_ord = int(11, r).unwrap_or(0);
-            let ord = super::index::step_order(doc_ord, int(12, r).unwrap_or(0));
+            let ord = crate::fts::step_order(doc_ord, int(12, r).unwrap_or(0));
             out.hits.push(exec::Hit {
                 source_path: text(0, r).unwrap_or_default(),
                 origin_path: text(1, r).unwrap_or_default(),
@@ -229,6 +229,24 @@ fn identity_steps(
     Ok(out)
 }
 
+/// The deadline as a scan's interruption check.
+fn scan_check(d: Deadline) -> impl Fn() -> Result<(), crate::sql::SqlError> + Sync {
+    move || {
+        d.check()
+            .map_err(|_| crate::sql::SqlError::Timeout { seconds: d.seconds })
+    }
+}
+
+/// A scan's error as the search's: a timeout is a resource limit.
+fn scan_error(d: Deadline) -> impl Fn(crate::sql::SqlError) -> Error {
+    move |e| match e {
+        crate::sql::SqlError::Timeout { .. } => Error::Find(super::FindError::Resource {
+            message: format!("the search took longer than --timeout {}s", d.seconds),
+        }),
+        e => e.into(),
+    }
+}
+
 /// Every Run of a mount (the `runs` relation), in Source order: its main
 /// trajectory's id and JSON columns, and its first user message to preview.
 fn run_rows(mounts: &Mounts, mount: &str, d: Deadline) -> Result<Vec<RunRow>, Error> {
@@ -240,18 +258,17 @@ fn run_rows(mounts: &Mounts, mount: &str, d: Deadline) -> Result<Vec<RunRow>, Er
         "first_user_message",
         "origin_path",
     ];
-    cols.extend(RUN_JSON_COLUMNS);
+    cols.extend(run_json_columns());
     let batches = mounts
-        .scan_sources(mount, Relation::Runs, &cols, &|_| true, &|b| Ok(b), &|| {
-            d.check()
-                .map_err(|_| crate::sql::SqlError::Timeout { seconds: d.seconds })
-        })
-        .map_err(|e| match e {
-            crate::sql::SqlError::Timeout { .. } => Error::Find(super::FindError::Resource {
-                message: format!("the search took longer than --timeout {}s", d.seconds),
-            }),
-            e => e.into(),
-        })?;
+        .scan_sources(
+            mount,
+            Relation::Runs,
+            &cols,
+            &|_| true,
+            &|b| Ok(b),
+            &scan_check(d),
+        )
+        .map_err(scan_error(d))?;
     let mut rows = Vec::new();
     let mut last = String::new();
     let mut ord = 0u64;
@@ -275,7 +292,9 @@ fn run_rows(mounts: &Mounts, mount: &str, d: Deadline) -> Result<Vec<RunRow>, Er
                 session_id: get(3, r),
                 prompt: get(4, r),
                 origin_path: get(5, r).unwrap_or_default(),
-                json: (6..6 + RUN_JSON_COLUMNS.len()).map(|i| get(i, r)).collect(),
+                json: (6..6 + run_json_columns().len())
+                    .map(|i| get(i, r))
+                    .collect(),
                 ord,
             });
         }

@@ -358,7 +358,7 @@ pub fn import(s: &ImportOptions, out: &dyn Notes) -> Result<Value, Error> {
             Ok((steps, text_bytes)) => {
                 let secs = index_started.elapsed().as_secs_f64();
                 fts_index = json!({
-                    "tokenizer": crate::find::tokenize::TOKENIZER_NAME,
+                    "tokenizer": crate::find::TOKENIZER_NAME,
                     "steps": steps,
                     "text_bytes": text_bytes,
                     "seconds": (secs * 1000.0).round() / 1000.0,

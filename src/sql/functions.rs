@@ -15,6 +15,7 @@ use super::error::suggest;
 use super::logical::{Expr, Func};
 use super::value::{common_type, is_numeric, ts_type, type_name};
 use super::SqlError;
+use crate::util::jsonpath::{self, Indexes, PathStep};
 
 const NAMES: &[&str] = &[
     "lower",
@@ -440,7 +441,7 @@ pub fn eval_call(func: Func, args: &[ArrayRef], n: usize) -> Result<ArrayRef, Sq
                         return None;
                     }
                     let steps = match path_arr.data_type() {
-                        DataType::Int64 => vec![PathStep::Index(
+                        DataType::Int64 => vec![PathStep::signed(
                             path_arr
                                 .as_primitive::<arrow::datatypes::Int64Type>()
                                 .value(i),
@@ -455,7 +456,7 @@ pub fn eval_call(func: Func, args: &[ArrayRef], n: usize) -> Result<ArrayRef, Sq
                         }
                     };
                     let doc: Value = serde_json::from_str(docs.value(i)).ok()?;
-                    let v = navigate(&doc, &steps)?;
+                    let v = jsonpath::lookup(&doc, &steps)?;
                     if as_text {
                         match v {
                             Value::Null => None,
@@ -588,110 +589,15 @@ fn extract(ns: i64, unit: &str) -> Option<i64> {
     })
 }
 
-/// One step of a JSON path.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PathStep {
-    /// `.key` or `["key"]`
-    Key(String),
-    /// `[n]` (negative counts from the end)
-    Index(i64),
-}
-
-/// Parse `$.a.b[0]["c d"]` (a leading `$` is optional for `json_extract`
-/// paths that start with a key).
+/// Parse a `json_extract` path: a JSONPath with SQL's index rules (negative
+/// indexes count from the end, see [`Indexes::Signed`]), or, without a
+/// leading `$`, a bare key path `a.b`.
 pub fn parse_json_path(p: &str) -> Option<Vec<PathStep>> {
-    let b = p.as_bytes();
-    if b.first() != Some(&b'$') {
+    if !p.starts_with('$') {
         // Bare key path: `a.b`.
         return Some(p.split('.').map(|k| PathStep::Key(k.to_string())).collect());
     }
-    let mut i = 1;
-    let mut out = Vec::new();
-    while i < b.len() {
-        match b[i] {
-            b'.' => {
-                i += 1;
-                if b.get(i) == Some(&b'"') {
-                    let (k, next) = quoted(p, i)?;
-                    out.push(PathStep::Key(k));
-                    i = next;
-                } else {
-                    let start = i;
-                    while i < b.len() && b[i] != b'.' && b[i] != b'[' {
-                        i += 1;
-                    }
-                    if i == start {
-                        return None;
-                    }
-                    out.push(PathStep::Key(p[start..i].to_string()));
-                }
-            }
-            b'[' => {
-                i += 1;
-                if matches!(b.get(i), Some(b'"' | b'\'')) {
-                    let (k, next) = quoted(p, i)?;
-                    out.push(PathStep::Key(k));
-                    i = next;
-                } else {
-                    let start = i;
-                    while i < b.len() && b[i] != b']' {
-                        i += 1;
-                    }
-                    let mut idx = p[start..i].trim();
-                    let from_end = idx.starts_with("#-");
-                    if from_end {
-                        idx = &idx[1..];
-                    }
-                    let n: i64 = idx.parse().ok()?;
-                    out.push(PathStep::Index(n));
-                }
-                if b.get(i) != Some(&b']') {
-                    return None;
-                }
-                i += 1;
-            }
-            _ => return None,
-        }
-    }
-    Some(out)
-}
-
-/// A quoted key starting at `i` (the quote); returns the key and the index after it.
-fn quoted(p: &str, i: usize) -> Option<(String, usize)> {
-    let b = p.as_bytes();
-    let q = b[i];
-    let mut j = i + 1;
-    let mut s = String::new();
-    while j < b.len() {
-        if b[j] == b'\\' && j + 1 < b.len() {
-            s.push(b[j + 1] as char);
-            j += 2;
-            continue;
-        }
-        if b[j] == q {
-            return Some((s, j + 1));
-        }
-        let ch = p[j..].chars().next()?;
-        s.push(ch);
-        j += ch.len_utf8();
-    }
-    None
-}
-
-/// Follow a path through a JSON value.
-pub fn navigate<'v>(v: &'v Value, steps: &[PathStep]) -> Option<&'v Value> {
-    let mut cur = v;
-    for s in steps {
-        cur = match (s, cur) {
-            (PathStep::Key(k), Value::Object(m)) => m.get(k)?,
-            (PathStep::Index(i), Value::Array(a)) => {
-                let idx = if *i < 0 { a.len() as i64 + i } else { *i };
-                a.get(usize::try_from(idx).ok()?)?
-            }
-            _ => return None,
-        };
-    }
-    Some(cur)
+    jsonpath::parse(p, Indexes::Signed).ok()
 }
 
 #[cfg(test)]
@@ -702,7 +608,7 @@ mod tests {
     #[test]
     fn json_paths() {
         let v = json!({"a": {"b": [1, {"c d": true}]}, "x.y": 2});
-        let get = |p: &str| navigate(&v, &parse_json_path(p).unwrap()).cloned();
+        let get = |p: &str| jsonpath::lookup(&v, &parse_json_path(p).unwrap()).cloned();
         assert_eq!(get("$.a.b[0]"), Some(json!(1)));
         assert_eq!(get("$.a.b[1][\"c d\"]"), Some(json!(true)));
         assert_eq!(get("$.a.b[-1].\"c d\""), Some(json!(true)));

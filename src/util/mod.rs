@@ -1,10 +1,11 @@
 //! Small helpers shared by several layers: path normalisation, hashing, text
-//! sanitising. Nothing here knows about trajectories.
+//! sanitising, the JSONPath. Nothing here knows about trajectories.
 
 pub mod config;
 pub mod failpoint;
 pub mod fs;
 pub mod interrupt;
+pub mod jsonpath;
 pub mod notes;
 pub mod path;
 pub mod rt;

@@ -12,7 +12,7 @@ use crate::error::Error;
 use crate::find::exec::HitList;
 use crate::find::scope::Scope;
 use crate::find::search;
-use crate::find::tokenize::TOKENIZER_NAME;
+use crate::find::TOKENIZER_NAME;
 
 const MOUNT: &str = "dataset";
 

@@ -72,7 +72,7 @@ pub(super) fn find(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply,
             "search": {
                 "mode": mode.name(),
                 "scope": sc.name(),
-                "tokenizer": crate::find::tokenize::TOKENIZER_NAME,
+                "tokenizer": crate::find::TOKENIZER_NAME,
                 "notes": crate::find::operator_notes(&q),
             },
             "highlight_terms": search::highlight_terms(expr.as_ref()),
@@ -124,7 +124,7 @@ pub(super) fn find(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply,
         "mode": mode.name(),
         "scope": sc.name(),
         "fts_available": outcome.fts_available,
-        "tokenizer": crate::find::tokenize::TOKENIZER_NAME,
+        "tokenizer": crate::find::TOKENIZER_NAME,
     });
     if let Some(r) = &outcome.reason {
         search["fts_unavailable_reason"] = json!(redact_text(ctx, r));

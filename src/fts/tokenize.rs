@@ -148,6 +148,33 @@ pub fn tokens(text: &str) -> Vec<(String, usize)> {
     out
 }
 
+/// Byte offset of the first occurrence of the query terms (as a phrase:
+/// each term at its offset from the first) in `text`, by the same analyzer
+/// as the index.
+pub fn find_terms(text: &str, terms: &[(usize, String)]) -> Option<usize> {
+    let mut a = analyzer();
+    let mut s = a.token_stream(text);
+    let mut toks: Vec<(String, usize, usize)> = Vec::new();
+    while s.advance() {
+        let t = s.token();
+        toks.push((t.text.clone(), t.position, t.offset_from));
+    }
+    let (first_off, first) = terms.first()?;
+    debug_assert_eq!(*first_off, 0);
+    for (t, p, off) in &toks {
+        if t != first {
+            continue;
+        }
+        let ok = terms[1..]
+            .iter()
+            .all(|(o, term)| toks.iter().any(|(t2, p2, _)| *p2 == p + o && t2 == term));
+        if ok {
+            return Some(*off);
+        }
+    }
+    None
+}
+
 /// The segmenting tokenizer (before the filters).
 #[derive(Clone, Default)]
 pub struct JiebaTokenizer {

@@ -1,5 +1,6 @@
-//! JSON predicates: a small JSONPath (`$`, `.key`, `."quoted key"`,
-//! `["quoted key"]`, `[index]`) and the comparison rules of RFC-0012.
+//! JSON predicates: a path ([`crate::util::jsonpath`], with `find`'s index
+//! rule: `[N]` counted from 0, no negative indexes) and the comparison rules
+//! of RFC-0012.
 //!
 //! A predicate holds when the path exists and the comparison is true. When
 //! the value at the path is an array and the array itself does not satisfy
@@ -10,113 +11,20 @@ use serde_json::Value;
 
 use super::ast::{CmpOp, JsonValue};
 use super::FindError;
+use crate::util::jsonpath::{self, lookup, Indexes, PathStep};
 
-/// One step of a path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Segment {
-    /// An object member.
-    Key(String),
-    /// An array element (0-based).
-    Index(usize),
-}
-
-/// Parse `$…` into segments.
-pub fn parse_path(path: &str) -> Result<Vec<Segment>, FindError> {
-    let bad = |why: &str| FindError::InvalidArgument {
+/// Parse `$…` with `find`'s index rule (digits only, from 0).
+pub fn parse_path(path: &str) -> Result<Vec<PathStep>, FindError> {
+    jsonpath::parse(path, Indexes::FromStart).map_err(|why| FindError::InvalidArgument {
         message: format!("invalid JSONPath `{path}`: {why}"),
-    };
-    let mut chars = path.char_indices().peekable();
-    if chars.next().map(|c| c.1) != Some('$') {
-        return Err(bad("it must start with `$`"));
-    }
-    let mut out = Vec::new();
-    while let Some((_, c)) = chars.next() {
-        match c {
-            '.' => match chars.peek() {
-                Some((_, '"')) => {
-                    chars.next();
-                    out.push(Segment::Key(
-                        quoted(&mut chars, '"').ok_or_else(|| bad("unterminated quoted key"))?,
-                    ));
-                }
-                Some(_) => {
-                    let mut key = String::new();
-                    while let Some(&(_, c)) = chars.peek() {
-                        if c == '.' || c == '[' {
-                            break;
-                        }
-                        key.push(c);
-                        chars.next();
-                    }
-                    if key.is_empty() {
-                        return Err(bad("empty key"));
-                    }
-                    out.push(Segment::Key(key));
-                }
-                None => return Err(bad("it ends with `.`")),
-            },
-            '[' => {
-                match chars.peek().map(|c| c.1) {
-                    Some(q @ ('"' | '\'')) => {
-                        chars.next();
-                        out.push(Segment::Key(
-                            quoted(&mut chars, q).ok_or_else(|| bad("unterminated quoted key"))?,
-                        ));
-                    }
-                    Some(c) if c.is_ascii_digit() => {
-                        let mut n = String::new();
-                        while let Some(&(_, c)) = chars.peek() {
-                            if !c.is_ascii_digit() {
-                                break;
-                            }
-                            n.push(c);
-                            chars.next();
-                        }
-                        let i = n.parse().map_err(|_| bad("array index too large"))?;
-                        out.push(Segment::Index(i));
-                    }
-                    _ => return Err(bad("expected an index or a quoted key after `[`")),
-                }
-                if chars.next().map(|c| c.1) != Some(']') {
-                    return Err(bad("expected `]`"));
-                }
-            }
-            other => return Err(bad(&format!("unexpected `{other}`"))),
-        }
-    }
-    Ok(out)
-}
-
-fn quoted(chars: &mut std::iter::Peekable<std::str::CharIndices<'_>>, q: char) -> Option<String> {
-    let mut s = String::new();
-    loop {
-        let (_, c) = chars.next()?;
-        match c {
-            '\\' => s.push(chars.next()?.1),
-            c if c == q => return Some(s),
-            c => s.push(c),
-        }
-    }
-}
-
-/// Follow `path` in `v`.
-pub fn lookup<'a>(v: &'a Value, path: &[Segment]) -> Option<&'a Value> {
-    let mut cur = v;
-    for s in path {
-        cur = match (s, cur) {
-            (Segment::Key(k), Value::Object(m)) => m.get(k)?,
-            (Segment::Index(i), Value::Array(a)) => a.get(*i)?,
-            _ => return None,
-        };
-    }
-    Some(cur)
+    })
 }
 
 /// A compiled comparison.
 #[derive(Debug, Clone)]
 pub struct Predicate {
-    /// Path segments.
-    pub path: Vec<Segment>,
+    /// Path steps.
+    pub path: Vec<PathStep>,
     /// Operator.
     pub op: CmpOp,
     /// Right side as JSON.
@@ -191,7 +99,7 @@ mod tests {
 
     #[test]
     fn paths_parse() {
-        use Segment::*;
+        use PathStep::*;
         assert_eq!(parse_path("$").unwrap(), vec![]);
         assert_eq!(
             parse_path("$.a.b").unwrap(),

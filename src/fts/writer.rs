@@ -1,0 +1,174 @@
+//! The index writer: one tantivy document per row of a steps batch.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::{Int64Type, TimestampNanosecondType};
+use tantivy::{IndexWriter, TantivyDocument, Term};
+
+use super::schema::{
+    step_order, Fields, CALL_OUTPUT_COLUMN, JSON_FAST_MAX_BYTES, JSON_IN_STORE, OBSERVATION,
+};
+use super::FtsError;
+
+/// Adds steps to an index. `add_batch` may be called from several threads.
+pub struct Writer {
+    writer: IndexWriter<TantivyDocument>,
+    fields: Fields,
+    steps: AtomicU64,
+    text_bytes: AtomicU64,
+}
+
+impl Writer {
+    /// A writer on `index` with `threads` indexing threads.
+    pub(crate) fn new(
+        index: &tantivy::Index,
+        fields: Fields,
+        threads: usize,
+    ) -> Result<Writer, FtsError> {
+        let threads = threads.clamp(1, 8);
+        let writer = index.writer_with_num_threads(threads, 64_000_000 * threads)?;
+        Ok(Writer {
+            writer,
+            fields,
+            steps: AtomicU64::new(0),
+            text_bytes: AtomicU64::new(0),
+        })
+    }
+
+    /// Remove every step of `source_path`.
+    pub fn delete_source(&self, source_path: &str) {
+        self.writer
+            .delete_term(Term::from_field_text(self.fields.src, source_path));
+    }
+
+    /// Add the rows of one steps batch (projected to
+    /// [`BUILD_COLUMNS`](super::BUILD_COLUMNS), in that order, optionally
+    /// followed by [`CALL_OUTPUT_COLUMN`]). A step's
+    /// place in its Source is its document's position and its own.
+    pub fn add_batch(&self, batch: &RecordBatch) -> Result<(), FtsError> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let f = &self.fields;
+        let text = |i: usize| batch.column(i).as_string_opt::<i32>();
+        let (Some(src), Some(doc)) = (text(0), text(1)) else {
+            return Err(tantivy::TantivyError::InvalidArgument(
+                "steps batch without source_path/document_id".into(),
+            )
+            .into());
+        };
+        let run = text(2);
+        let session = text(3);
+        let step = batch.column(4).as_primitive_opt::<Int64Type>();
+        let role = text(5);
+        let kind = text(6);
+        let ts = batch
+            .column(7)
+            .as_primitive_opt::<TimestampNanosecondType>();
+        let texts: Vec<_> = (8..13).map(text).collect();
+        let jsons: Vec<_> = (13..15).map(text).collect();
+        let call_output = batch
+            .column_by_name(CALL_OUTPUT_COLUMN)
+            .and_then(|a| a.as_string_opt::<i32>());
+        let origin = text(15);
+        let (Some(doc_ord), Some(turn_ord)) = (
+            batch.column(16).as_primitive_opt::<Int64Type>(),
+            batch.column(17).as_primitive_opt::<Int64Type>(),
+        ) else {
+            return Err(tantivy::TantivyError::InvalidArgument(
+                "steps batch without storage_ordinal/turn_ordinal".into(),
+            )
+            .into());
+        };
+        let (mut steps, mut text_bytes) = (0u64, 0u64);
+        for r in 0..batch.num_rows() {
+            let mut d = TantivyDocument::default();
+            let s = src.value(r);
+            let dv = doc.value(r);
+            d.add_text(f.src, s);
+            d.add_u64(f.ord, step_order(doc_ord.value(r), turn_ord.value(r)));
+            d.add_text(f.doc, dv);
+            if let Some(v) = cell(origin, r) {
+                d.add_text(f.origin, v);
+            }
+            if let Some(v) = cell(run, r) {
+                d.add_text(f.run, v);
+            }
+            if let Some(v) = cell(session, r) {
+                d.add_text(f.session, v);
+            }
+            if let Some(a) = step {
+                if !a.is_null(r) {
+                    d.add_i64(f.step, a.value(r));
+                }
+            }
+            if let Some(v) = cell(role, r) {
+                d.add_text(f.role, v);
+            }
+            if let Some(v) = cell(kind, r) {
+                d.add_text(f.kind, v);
+            }
+            if let Some(a) = ts {
+                if !a.is_null(r) {
+                    d.add_text(f.ts, crate::util::time::format_rfc3339(a.value(r)));
+                }
+            }
+            for (i, a) in texts.iter().enumerate() {
+                let own = cell(*a, r);
+                // Results given on the calls read as more tool output.
+                let more = if i == OBSERVATION {
+                    cell(call_output, r)
+                } else {
+                    None
+                };
+                let joined;
+                let v = match (own, more) {
+                    (Some(o), Some(m)) => {
+                        joined = format!("{o}\n{m}");
+                        joined.as_str()
+                    }
+                    (Some(v), None) | (None, Some(v)) => v,
+                    (None, None) => continue,
+                };
+                // What a terminal showed: colour codes and overprinted
+                // progress lines would otherwise glue to the words.
+                let v = crate::util::terminal::clean(v);
+                text_bytes += v.len() as u64;
+                d.add_text(f.text[i], &*v);
+            }
+            for (i, a) in jsons.iter().enumerate() {
+                if let Some(v) = cell(*a, r) {
+                    // Values above the fast-column cap are stored in full and
+                    // marked in the column; readers take them from the store.
+                    d.add_text(f.json[i], v);
+                    let fast = if v.len() > JSON_FAST_MAX_BYTES {
+                        JSON_IN_STORE
+                    } else {
+                        v
+                    };
+                    d.add_text(f.json_fast[i], fast);
+                }
+            }
+            self.writer.add_document(d)?;
+            steps += 1;
+        }
+        self.steps.fetch_add(steps, Ordering::Relaxed);
+        self.text_bytes.fetch_add(text_bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Commit and wait for merges; returns (steps, text bytes) added.
+    pub fn finish(mut self) -> Result<(u64, u64), FtsError> {
+        self.writer.commit()?;
+        self.writer.wait_merging_threads()?;
+        Ok((
+            self.steps.load(Ordering::Relaxed),
+            self.text_bytes.load(Ordering::Relaxed),
+        ))
+    }
+}
+
+fn cell(a: Option<&arrow::array::StringArray>, r: usize) -> Option<&str> {
+    a.and_then(|a| (!a.is_null(r)).then(|| a.value(r)))
+}
