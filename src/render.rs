@@ -387,11 +387,6 @@ mod tests {
         ab             123
         ");
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::float_display;
 
     #[test]
     fn table_floats_drop_binary_noise() {
