@@ -108,7 +108,7 @@ WITH declared AS (
 observed AS (
   SELECT model_name AS model,
          count(*) AS steps,
-         count(DISTINCT source_path || '/' || document_id) AS observed_trajectories,
+         count(DISTINCT source_path || '|' || storage_ordinal) AS observed_trajectories,
          sum(prompt_tokens) AS prompt_tokens,
          sum(completion_tokens) AS completion_tokens,
          sum(cost_usd) AS cost_usd
@@ -138,7 +138,7 @@ ORDER BY steps DESC, declared_trajectories DESC, n.model
 const TOOLS: &str = "
 SELECT lower(trim(function_name)) AS function,
        count(*) AS calls,
-       count(DISTINCT source_path || '/' || document_id) AS trajectories,
+       count(DISTINCT source_path || '|' || storage_ordinal) AS trajectories,
        count(duration_ms) AS calls_with_duration,
        round(100.0 * count(duration_ms) / count(*), 1) AS duration_coverage_pct,
        round(avg(duration_ms), 1) AS avg_duration_ms,

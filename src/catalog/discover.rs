@@ -61,6 +61,16 @@ impl Deadline {
         }
     }
 
+    /// Time left (zero once passed).
+    pub fn remaining(&self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+
+    /// The limit it was set with.
+    pub fn limit(&self) -> Duration {
+        self.limit
+    }
+
     /// True once the deadline has passed.
     pub fn expired(&self) -> bool {
         Instant::now() >= self.at

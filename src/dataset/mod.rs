@@ -42,6 +42,26 @@ pub struct Mount {
     pub snapshot: CatalogSnapshot,
 }
 
+/// The one refusal of `--errors strict` (`PC-CAT-010`): the Source, its
+/// state and the problem's own code, whichever command read it.
+pub(crate) fn strict_refusal(
+    s: &Source,
+    status: &'static str,
+    code: &'static str,
+    reason: String,
+) -> SqlError {
+    let e = CatalogError::StrictSource {
+        source_path: s.source_path.clone(),
+        status,
+        reason_code: code,
+        reason,
+    };
+    SqlError::Source {
+        code: e.code(),
+        message: e.to_string(),
+    }
+}
+
 /// A Source that was read incompletely in report mode.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SourceProblem {
@@ -151,10 +171,9 @@ impl Mounts {
                 code: e.code(),
                 message: e.to_string(),
             }),
-            ReadFailure::Source(e) if self.strict => Err(SqlError::Source {
-                code: e.code(),
-                message: e.to_string(),
-            }),
+            ReadFailure::Source(e) if self.strict => {
+                Err(strict_refusal(s, "error", e.code(), e.detail()))
+            }
             ReadFailure::Source(e) => {
                 self.problem(s, e.code(), true, e.detail());
                 Ok(Vec::new())

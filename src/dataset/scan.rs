@@ -76,16 +76,13 @@ impl Mounts {
                 .filter(|s| only(s))
                 .find(|s| s.status != SourceStatus::Ready)
             {
-                let r = s.reason.clone();
-                return Err(SqlError::Source {
-                    code: "PC-CAT-010",
-                    message: format!(
-                        "Source `{}` is not ready: [{}] {} (--errors strict)",
-                        s.source_path,
-                        r.as_ref().map_or("", |r| r.code),
-                        r.as_ref().map_or(String::new(), |r| r.message.clone())
-                    ),
-                });
+                let r = s.reason.as_ref();
+                return Err(super::strict_refusal(
+                    s,
+                    s.status.name(),
+                    r.map_or("PC-CAT-010", |r| r.code),
+                    r.map_or_else(|| "not ready".into(), |r| r.message.clone()),
+                ));
             }
         }
         let remote = readable.iter().any(|s| s.object.is_some());
@@ -134,13 +131,12 @@ impl Mounts {
                                 if let Some(d) = r.diagnostics.iter().find(|d| d.degrades()) {
                                     // Read, but not as given: strict refuses it.
                                     if self.strict {
-                                        return Err(SqlError::Source {
-                                            code: d.code,
-                                            message: format!(
-                                                "Source `{}` is degraded: {}: {} (--errors strict)",
-                                                s.source_path, d.pointer, d.message
-                                            ),
-                                        });
+                                        return Err(super::strict_refusal(
+                                            s,
+                                            "degraded",
+                                            d.code,
+                                            format!("{}: {}", d.pointer, d.message),
+                                        ));
                                     }
                                     self.problem(
                                         s,

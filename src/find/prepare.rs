@@ -328,12 +328,19 @@ fn cached(
                 continue;
             }
             if mounts.strict() {
+                let e = crate::catalog::CatalogError::StrictSource {
+                    source_path: p.source_path.clone(),
+                    status: if p.status == "error" {
+                        "error"
+                    } else {
+                        "degraded"
+                    },
+                    reason_code: crate::util::text::leak_code(&p.code),
+                    reason: p.detail.clone(),
+                };
                 return Err(CacheError::Source(SqlError::Source {
-                    code: crate::util::text::leak_code(&p.code),
-                    message: format!(
-                        "Source `{}` is not ready ({}): {} (--errors strict)",
-                        p.source_path, p.status, p.detail
-                    ),
+                    code: e.code(),
+                    message: e.to_string(),
                 }));
             }
             report.replayed.push((p.code.clone(), p.message.clone()));

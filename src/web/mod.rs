@@ -96,11 +96,11 @@ pub enum WebError {
         /// The method.
         method: String,
     },
-    /// A document id occurs in several Sources.
-    #[error(
-        "document `{document_id}` occurs in {count} Sources; add source=PATH (one of: {sources})"
-    )]
+    /// A document id occurs in several Sources, or several times in one.
+    #[error("document `{document_id}` occurs {count} times; add {hint} (one of: {sources})")]
     Ambiguous {
+        /// `source=PATH` or `ordinal=N`: what tells them apart.
+        hint: &'static str,
         /// The id.
         document_id: String,
         /// How many Sources.

@@ -484,7 +484,9 @@ fn issue_18_cached_index_keeps_reporting_a_broken_source() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("error[PC-FMT-002]") && err.contains("Source `truncated.json`"),
+        err.contains("error[PC-CAT-010]")
+            && err.contains("[PC-FMT-002]")
+            && err.contains("Source `truncated.json`"),
         "{err}"
     );
 }

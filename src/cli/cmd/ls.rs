@@ -25,18 +25,49 @@ pub fn source_json(s: &Source) -> Value {
     })
 }
 
+/// Read the files completely (as `status` does) on a worker thread, and
+/// give up at the deadline: one large file must not hold `ls` past its
+/// `--timeout`. Nothing is printed before, so failing at once is clean.
+fn checked_within(
+    dataset: &crate::catalog::DatasetUri,
+    mut sources: Vec<crate::catalog::Source>,
+    deadline: crate::catalog::Deadline,
+) -> Result<Vec<crate::catalog::Source>, Error> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let ds = dataset.clone();
+    std::thread::Builder::new()
+        .name("ls-check".into())
+        .spawn(move || {
+            let r = crate::catalog::read::check_files(&ds, &mut sources).map(|()| sources);
+            let _ = tx.send(r);
+        })
+        .map_err(|e| Error::Internal(format!("cannot start the check: {e}")))?;
+    let left = deadline.remaining();
+    match rx.recv_timeout(left + std::time::Duration::from_millis(50) + left / 20) {
+        Ok(r) => Ok(r?),
+        Err(_) => Err(deadline
+            .check()
+            .err()
+            .unwrap_or(crate::catalog::CatalogError::Timeout {
+                seconds: deadline.limit().as_secs_f64(),
+            })
+            .into()),
+    }
+}
+
 pub fn run(
     read: &ReadSettings,
     physical: bool,
     timeout: std::time::Duration,
     out: &mut Out,
 ) -> Result<ExitStatus, Error> {
+    let deadline = crate::catalog::Deadline::after(timeout);
     let limits = crate::catalog::DiscoveryLimits {
-        deadline: Some(crate::catalog::Deadline::after(timeout)),
+        deadline: Some(deadline),
         ..read.limits
     };
     let mut snap = CatalogSnapshot::open(&read.dataset, limits, physical)?;
-    crate::catalog::read::check_files(&read.dataset, &mut snap.sources)?;
+    snap.sources = checked_within(&read.dataset, std::mem::take(&mut snap.sources), deadline)?;
     report_snapshot(out, &snap);
     if read.strict {
         if let Some(s) = snap

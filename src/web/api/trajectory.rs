@@ -203,6 +203,11 @@ pub(super) fn locate(
                 sources.iter().map(|s| (*s).to_string()).collect()
             };
             Err(WebError::Ambiguous {
+                hint: if sources.len() == 1 {
+                    "ordinal=N"
+                } else {
+                    "source=PATH"
+                },
                 document_id: crate::util::text::escape_control(doc).into_owned(),
                 count: places.len(),
                 sources: places
