@@ -408,7 +408,8 @@ fn a_corrupt_lance_fragment_is_an_error_source_or_a_strict_failure() {
     let strict = query(true);
     assert_eq!(strict.status.code(), Some(2), "{}", stderr(&strict));
     assert!(
-        stderr(&strict).contains("error[PC-FMT-014]"),
+        stderr(&strict).contains("error[PC-CAT-010]")
+            && stderr(&strict).contains("[PC-FMT-014]"),
         "{}",
         stderr(&strict)
     );
