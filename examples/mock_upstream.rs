@@ -2,7 +2,7 @@
 //! benchmarks: `cargo run --release --example mock_upstream -- PORT`.
 //! Listens on 127.0.0.1 only and prints its address.
 
-#[path = "../tests/gateway/upstream.rs"]
+#[path = "../tests/it/gateway/upstream.rs"]
 mod upstream;
 
 fn main() {

@@ -4,7 +4,7 @@
 # (not kept in git), started from the hand-kept seeds/TARGET/. A crash, a hang (an input
 # over 10 s) or an out-of-memory input stops its target and is written to
 # artifacts/TARGET/; minimise it with `cargo +nightly fuzz tmin` and keep it
-# under regressions/TARGET/, where `cargo test --test fuzz_corpus` runs it.
+# under regressions/TARGET/, where `cargo test --test it fuzz_corpus::` runs it.
 #
 #   bash fuzz/run.sh [SECONDS] [TARGET...]
 set -uo pipefail

@@ -21,7 +21,7 @@ pub use error::CatalogError;
 pub use snapshot::{ParseSnapshotRefError, ReadConsistency, SnapshotDigest, SnapshotRef};
 pub use source::{Capabilities, RemoteObject, Source, SourceKind, SourceStatus, StatusReason};
 pub use stores::read_current;
-pub use uri::{redact, DatasetUri};
+pub use uri::DatasetUri;
 
 /// The Sources of a Dataset, pinned, with their digest.
 #[derive(Debug, Clone)]

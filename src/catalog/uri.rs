@@ -130,30 +130,15 @@ fn check_credentials(rest: &str) -> Result<(), CatalogError> {
     Ok(())
 }
 
-/// Remove anything that could be a secret from a URI for messages.
-pub fn redact(input: &str) -> String {
-    let mut s = input.to_string();
-    if let Some((scheme, rest)) = split_scheme(input) {
-        let (authority, tail) = match rest.find(['/', '?', '#']) {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, ""),
-        };
-        let host = authority.rsplit('@').next().unwrap_or("");
-        let host = if authority.contains('@') {
-            format!("***@{host}")
-        } else {
-            host.to_string()
-        };
-        let path = tail.split('?').next().unwrap_or("");
-        let q = if tail.contains('?') { "?…" } else { "" };
-        s = format!("{scheme}://{host}{path}{q}");
-    }
-    crate::util::text::escape_control(&s).into_owned()
+/// A URI as an error message may show it: credentials removed (the one
+/// redaction of `util::redact`) and control characters escaped.
+fn shown(input: &str) -> String {
+    crate::util::text::escape_control(&crate::util::redact::redact(input)).into_owned()
 }
 
 fn invalid(uri: &str, reason: &str) -> CatalogError {
     CatalogError::InvalidUri {
-        uri: redact(uri),
+        uri: shown(uri),
         reason: reason.to_string(),
     }
 }
@@ -205,7 +190,7 @@ mod tests {
 
     #[test]
     fn redaction_hides_secrets() {
-        let r = redact("s3://AKIA:secret@bucket/x?X-Amz-Signature=abc");
+        let r = shown("s3://AKIA:secret@bucket/x?X-Amz-Signature=abc");
         assert!(
             !r.contains("secret") && !r.contains("abc") && !r.contains("AKIA"),
             "{r}"

@@ -268,7 +268,7 @@ impl GatewayConfig {
         {
             return Err(bad("session_header must be a header name".into()));
         }
-        if super::proxy::is_sensitive_header(&session_header) {
+        if crate::util::redact::is_credential_header(&session_header) {
             return Err(bad(format!(
                 "session_header `{session_header}` carries credentials; choose another header"
             )));

@@ -12,13 +12,18 @@
 //! (`duplicate_count`). Runs, steps and tool calls are projected from the
 //! events when the Dataset is read (`formats::events`), never written here.
 
+mod admin;
+mod capture;
 pub mod config;
-pub mod proxy;
+mod forward;
+mod listen;
+mod markdown;
+mod relay;
 pub mod sink;
 pub mod wal;
 
 pub use config::GatewayConfig;
-pub use proxy::{start, GatewayHandle, GatewayOptions};
+pub use listen::{start, GatewayHandle, GatewayOptions};
 
 /// Gateway errors, each with a stable code.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -3,8 +3,8 @@
 //!
 //! `policy` parses S3 Dataset URIs and endpoint URLs, holds the `--s3-allow`
 //! allowlist, classifies addresses, and decides — in one place — whether a
-//! configured endpoint, a resolved peer or a redirect may be used. It also
-//! redacts credentials from text meant for errors and logs.
+//! configured endpoint, a resolved peer or a redirect may be used. Text it
+//! echoes in errors goes through `util::redact`.
 //!
 //! `client` is the only code that talks to S3: it checks the endpoint at
 //! configuration time, connects only to addresses the policy accepted, checks
@@ -27,7 +27,7 @@ pub use client::{
     ObjectReader, PutMode, S3Error,
 };
 pub use policy::{
-    canonical_ip, classify, is_sensitive_header, redact, system_resolver, AddressClass, AllowEntry,
+    canonical_ip, classify, is_origin_bound_header, system_resolver, AddressClass, AllowEntry,
     Allowlist, Endpoint, Host, Policy, PolicyError, RedirectDecision, Resolver, S3Uri, Scheme,
-    MAX_REDIRECTS, METADATA_IPS, SENSITIVE_HEADERS,
+    MAX_REDIRECTS, METADATA_IPS,
 };

@@ -1,5 +1,5 @@
 //! Small helpers shared by several layers: path normalisation, hashing, text
-//! sanitising, the JSONPath. Nothing here knows about trajectories.
+//! sanitising, redaction, the JSONPath. Nothing here knows about trajectories.
 
 pub mod config;
 pub mod failpoint;
@@ -8,6 +8,7 @@ pub mod interrupt;
 pub mod jsonpath;
 pub mod notes;
 pub mod path;
+pub mod redact;
 pub mod rt;
 pub mod terminal;
 pub mod text;

@@ -225,7 +225,7 @@ impl Warehouse {
             Err(e) => eprintln!(
                 "warning[{}]: catalog refresh failed; still serving the previous snapshot: {}",
                 e.code(),
-                redact(&self.state.config, &e.to_string())
+                public_message(&self.state.config, &e.to_string())
             ),
         }
     }
@@ -658,8 +658,11 @@ fn access_log(l: &AccessLine<'_>) {
     eprintln!("{line}");
 }
 
-/// Replace every configured Dataset URI in `text` with its mount name.
-pub fn redact(config: &WarehouseConfig, text: &str) -> String {
+/// `text` as the explorer may show it to a browser: every configured
+/// Dataset URI replaced with its mount name (the server's paths stay on the
+/// server), credentials removed (`util::redact`), control characters
+/// escaped, and cut at 2,000 characters.
+pub fn public_message(config: &WarehouseConfig, text: &str) -> String {
     let mut out = text.to_string();
     let mut uris: Vec<(String, &str)> = config
         .datasets
@@ -673,6 +676,7 @@ pub fn redact(config: &WarehouseConfig, text: &str) -> String {
             out = out.replace(trimmed, &format!("<dataset:{name}>"));
         }
     }
+    let out = crate::util::redact::redact(&out);
     let out = crate::util::text::escape_control(&out).into_owned();
     if out.chars().count() > 2000 {
         let mut s: String = out.chars().take(2000).collect();
@@ -714,7 +718,7 @@ pub fn error_reply(ctx: &Ctx<'_>, e: &Error) -> Reply {
         "internal error (see the server log)".to_string()
     } else {
         // The CLI's bounds are flags; here they are the request's limits.
-        redact(&ctx.state.config, &e.to_string())
+        public_message(&ctx.state.config, &e.to_string())
             .replace(" (--timeout)", " (limits.request_timeout_seconds)")
             .replace(
                 "longer than --timeout",
@@ -726,7 +730,7 @@ pub fn error_reply(ctx: &Ctx<'_>, e: &Error) -> Reply {
             "error[{}] request {}: {}",
             e.code(),
             ctx.request_id,
-            redact(&ctx.state.config, &e.to_string())
+            public_message(&ctx.state.config, &e.to_string())
         );
     }
     let source = e

@@ -5,7 +5,8 @@
 //! operations only add the cases where an answer means something else to
 //! them (a missing key that is fine to delete, a lost conditional write).
 
-use crate::s3::policy::{redact, PolicyError};
+use crate::s3::policy::PolicyError;
+use crate::util::redact::redact;
 
 use super::transport::Response;
 

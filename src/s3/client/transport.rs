@@ -15,13 +15,14 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::s3::policy::{
-    is_sensitive_header, redact, system_resolver, Endpoint, Host, Policy, PolicyError, Scheme,
+    is_origin_bound_header, system_resolver, Endpoint, Host, Policy, PolicyError, Scheme,
     MAX_REDIRECTS,
 };
 
 use super::config::{ClientConfig, Creds};
 use super::error::{error_code, S3Error};
 use super::sign::{canonical_query, payload_hash, sign_headers};
+use crate::util::redact::redact;
 
 /// The S3 client (see the module documentation).
 pub struct Client {
@@ -247,7 +248,7 @@ impl Client {
         let payload_hash = payload_hash(&req.body);
         let mut headers = HeaderMap::new();
         for (k, v) in &req.headers {
-            if !sign && is_sensitive_header(k) {
+            if !sign && is_origin_bound_header(k) {
                 continue;
             }
             if let (Ok(k), Ok(v)) = (

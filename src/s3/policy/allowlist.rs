@@ -12,7 +12,7 @@ use std::str::FromStr;
 use super::address::canonical_ip;
 use super::endpoint::normalize_host_name;
 use super::error::PolicyError;
-use super::redact::redact;
+use crate::util::redact::redact;
 
 /// An IP literal, IPv6 optionally in brackets.
 fn parse_ip_literal(s: &str) -> Option<IpAddr> {

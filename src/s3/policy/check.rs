@@ -13,7 +13,7 @@ use super::address::{classify, AddressClass};
 use super::allowlist::Allowlist;
 use super::endpoint::{is_localhost_name, Endpoint, Host, Scheme};
 use super::error::PolicyError;
-use super::redact::redact;
+use crate::util::redact::redact;
 
 const ALLOW_HINT: &str =
     "if this endpoint is trusted (a private MinIO, say), allow it with `--s3-allow <ip|cidr|host>`";

@@ -11,8 +11,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
 use super::error::{PolicyError, SIGNED_PART, USERINFO_PART};
-use super::redact::redact;
 use super::uri::is_signed_query;
+use crate::util::redact::redact;
 
 /// The transport of an endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

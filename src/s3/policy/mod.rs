@@ -25,7 +25,8 @@
 //!    every resolved address must be public or allowlisted (by IP, CIDR or the
 //!    endpoint's host name); connect only to the addresses returned.
 //! 3. Redirects ([`Policy::check_redirect`]) are refused unless enabled; if
-//!    enabled, every hop is re-validated and [`SENSITIVE_HEADERS`] are dropped
+//!    enabled, every hop is re-validated and the headers
+//!    [`is_origin_bound_header`] names are dropped
 //!    when the origin changes.
 //! 4. Plain HTTP only to an allowlisted loopback address, unless enabled.
 //! 5. Only ports 443 and 80 unless the host is allowlisted ("未允许端口").
@@ -33,7 +34,7 @@
 //!    allowlist: a CIDR or a host name never unlocks them.
 //!
 //! Errors carry stable `PC-S3-*` codes and never echo credentials: refused
-//! text goes through [`redact`], and an [`Endpoint`] holds nothing secret.
+//! text goes through `util::redact`, and an [`Endpoint`] holds nothing secret.
 //!
 //! # Files
 //!
@@ -43,15 +44,13 @@
 //! - `endpoint`: endpoint origins ([`Endpoint`]) and URL splitting.
 //! - `allowlist`: the `--s3-allow` entries ([`Allowlist`]).
 //! - `check`: the [`Policy`] and its endpoint, peer and resolution checks.
-//! - `redirect`: redirect decisions and the sensitive-header list.
-//! - `redact`: [`redact`], for every message that echoes a URL or header.
+//! - `redirect`: redirect decisions and the headers bound to an origin.
 
 mod address;
 mod allowlist;
 mod check;
 mod endpoint;
 mod error;
-mod redact;
 mod redirect;
 #[cfg(test)]
 mod testutil;
@@ -62,6 +61,5 @@ pub use allowlist::{AllowEntry, Allowlist};
 pub use check::{system_resolver, Policy, Resolver};
 pub use endpoint::{Endpoint, Host, Scheme};
 pub use error::PolicyError;
-pub use redact::redact;
-pub use redirect::{is_sensitive_header, RedirectDecision, MAX_REDIRECTS, SENSITIVE_HEADERS};
+pub use redirect::{is_origin_bound_header, RedirectDecision, MAX_REDIRECTS};
 pub use uri::{is_signed_query, S3Uri};

@@ -1,6 +1,6 @@
 //! Redirects: [`Policy::check_redirect`] decides whether a `Location` may be
 //! followed and whether the request must lose its signature and sensitive
-//! headers ([`SENSITIVE_HEADERS`]) on the way.
+//! headers ([`is_origin_bound_header`]) on the way.
 //!
 //! A public endpoint answering `307` with a private `Location` is an SSRF
 //! path of its own, so every hop is parsed and checked like a configured
@@ -11,29 +11,14 @@ use std::fmt;
 use super::check::Policy;
 use super::endpoint::{split_url, Endpoint};
 use super::error::{PolicyError, USERINFO_PART};
-use super::redact::redact;
+use crate::util::redact::redact;
 
-/// Headers that must not cross to another origin on a redirect. Every other
-/// `x-amz-*` header goes too ([`is_sensitive_header`]): they belong to the
-/// SigV4 signature, which must be recomputed for the new origin anyway, and
-/// the SSE-C headers carry the customer's encryption key.
-pub const SENSITIVE_HEADERS: &[&str] = &[
-    "authorization",
-    "proxy-authorization",
-    "cookie",
-    "x-amz-security-token",
-    "x-amz-date",
-    "x-amz-content-sha256",
-    "x-amz-server-side-encryption-customer-key",
-    "x-amz-server-side-encryption-customer-key-md5",
-    "x-amz-copy-source-server-side-encryption-customer-key",
-    "x-amz-copy-source-server-side-encryption-customer-key-md5",
-];
-
-/// Whether a header (any case) must be dropped on a cross-origin redirect.
-pub fn is_sensitive_header(name: &str) -> bool {
-    let name = name.trim().to_ascii_lowercase();
-    SENSITIVE_HEADERS.contains(&name.as_str()) || name.starts_with("x-amz-")
+/// Whether a header (any case) must be dropped on a cross-origin redirect:
+/// every credential header (`util::redact`), and every `x-amz-*` header,
+/// which belongs to the SigV4 signature that the new origin needs afresh.
+pub fn is_origin_bound_header(name: &str) -> bool {
+    crate::util::redact::is_credential_header(name)
+        || name.trim().to_ascii_lowercase().starts_with("x-amz-")
 }
 
 /// The most redirects a client should follow for one request, when enabled.
@@ -47,7 +32,7 @@ pub struct RedirectDecision {
     /// The path and query to request there. It may hold a signature: never
     /// log it; `Display` and `Debug` show it with the query redacted.
     pub path_and_query: String,
-    /// The origin changed: remove every header [`is_sensitive_header`] names
+    /// The origin changed: remove every header [`is_origin_bound_header`] names
     /// and sign the request again for the new origin.
     pub drop_sensitive_headers: bool,
 }
@@ -223,8 +208,8 @@ mod tests {
             "Cookie",
             "x-amz-meta-a",
         ] {
-            assert!(is_sensitive_header(h), "{h}");
+            assert!(is_origin_bound_header(h), "{h}");
         }
-        assert!(!is_sensitive_header("Range") && !is_sensitive_header("Host"));
+        assert!(!is_origin_bound_header("Range") && !is_origin_bound_header("Host"));
     }
 }

@@ -11,7 +11,7 @@ use std::net::Ipv4Addr;
 use std::str::FromStr;
 
 use super::error::{PolicyError, SIGNED_PART, USERINFO_PART};
-use super::redact::redact;
+use crate::util::redact::redact;
 
 /// Query parameter names that mark a pre-signed or credential-bearing URL.
 const SIGNED_QUERY_KEYS: &[&str] = &[

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::rows::rows_json;
 use super::trajectory::rows_for_docs;
-use super::{bad, param_usize, redact_text};
+use super::{bad, param_usize, public_text};
 use crate::dataset::Mount;
 use crate::error::Error;
 use crate::table::Table;
@@ -127,7 +127,7 @@ pub(super) fn find(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply,
         "tokenizer": crate::find::TOKENIZER_NAME,
     });
     if let Some(r) = &outcome.reason {
-        search["fts_unavailable_reason"] = json!(redact_text(ctx, r));
+        search["fts_unavailable_reason"] = json!(public_text(ctx, r));
     }
     let notes = crate::find::operator_notes(&q);
     if !notes.is_empty() {
@@ -145,7 +145,7 @@ pub(super) fn find(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply,
         "total": outcome.hits.total,
         "truncated": truncated,
         "elapsed_ms": started.elapsed().as_secs_f64() * 1000.0,
-        "warnings": outcome.warnings.iter().map(|(c, msg)| json!({"code": c, "message": redact_text(ctx, msg)})).collect::<Vec<_>>(),
+        "warnings": outcome.warnings.iter().map(|(c, msg)| json!({"code": c, "message": public_text(ctx, msg)})).collect::<Vec<_>>(),
         "matches": hits,
     })))
 }

@@ -169,6 +169,6 @@ fn truncate_chars(s: &mut String, n: usize) -> bool {
     }
 }
 
-fn redact_text(ctx: &Ctx<'_>, s: &str) -> String {
-    super::server::redact(&ctx.state.config, s)
+fn public_text(ctx: &Ctx<'_>, s: &str) -> String {
+    super::server::public_message(&ctx.state.config, s)
 }

@@ -7,7 +7,7 @@ use arrow::record_batch::RecordBatch;
 use serde_json::{json, Value};
 
 use super::rows::rows_json;
-use super::{bad, redact_text};
+use super::{bad, public_text};
 use crate::dataset::{Mount, Mounts};
 use crate::error::Error;
 use crate::render::cell_json;
@@ -141,7 +141,7 @@ pub(super) fn query(ctx: &mut Ctx<'_>) -> Result<Reply, Error> {
     let warnings: Vec<Value> = mounts
         .take_warnings()
         .into_iter()
-        .map(|(c, m)| json!({"code": c, "message": redact_text(ctx, &m)}))
+        .map(|(c, m)| json!({"code": c, "message": public_text(ctx, &m)}))
         .collect();
     match format.as_str() {
         "json" => {

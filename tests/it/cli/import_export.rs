@@ -1,0 +1,540 @@
+//! `import` and `export`: create-only atomic stores, exact same-format round
+//! trips, cross-format conversions, and the refusals.
+
+use std::path::Path;
+
+use crate::cli::common::{example_dataset, json, TestEnv};
+use crate::pc_snapshot;
+
+fn import(env: &TestEnv, from: &Path, out: &str) -> serde_json::Value {
+    let o = env
+        .cmd()
+        .args(["import", "--from", from.to_str().unwrap(), "--output", out])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    json(&o)
+}
+
+fn export(env: &TestEnv, from: &str, format: &str, extra: &[&str]) -> String {
+    let mut args = vec![
+        "export", "--from", from, "--format", format, "--output", "-",
+    ];
+    args.extend_from_slice(extra);
+    let o = env.cmd().args(&args).output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// Parse one JSON document or JSON Lines into a list of values.
+fn records(text: &str) -> Vec<serde_json::Value> {
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(text) {
+        return vec![v];
+    }
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn same_format_round_trip_is_exact_for_every_fixture() {
+    let env = TestEnv::new();
+    let fixtures = [
+        (
+            "golang__exp/hello-world-context-summarization.trajectory.json",
+            "atif",
+        ),
+        (
+            "golang__exp/hello-world-context-summarization-linear-history.trajectory.json",
+            "atif",
+        ),
+        (
+            "golang__exp/hello-world-context-summarization-linear-history.trajectory.cont-1.json",
+            "atif",
+        ),
+        (
+            "golang__exp/hello-world-context-summarization.trajectory.summarization-1-summary.json",
+            "atif",
+        ),
+        (
+            "golang__exp/hello-world-invalid-json.trajectory.json",
+            "atif",
+        ),
+        ("evalstate__fast-agent/harbor_multiagent_v1_7.json", "atif"),
+        ("DeepLink-org__Persisting/unicode_zh_15.json", "atif"),
+        ("DeepLink-org__Persisting/multimodal_18.json", "atif"),
+        (
+            "DeepLink-org__Persisting/make-doom-for-mips_trimmed.actf.json",
+            "actf",
+        ),
+        (
+            "DeepLink-org__Persisting/protein-assembly_trimmed.actf.json",
+            "actf",
+        ),
+    ];
+    for (i, (rel, format)) in fixtures.iter().enumerate() {
+        let src = example_dataset().join(rel);
+        let out = format!("ds{i}");
+        let report = import(&env, &src, &out);
+        assert_eq!(report["format"], *format, "{rel}");
+        let text = export(
+            &env,
+            &out,
+            if *format == "atif" { "atif" } else { "actf" },
+            &[],
+        );
+        let original: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&src).unwrap()).unwrap();
+        assert_eq!(records(&text), vec![original], "{rel} did not round-trip");
+    }
+}
+
+#[test]
+fn import_reports_and_publishes_a_store() {
+    let env = TestEnv::new();
+    let report = import(&env, &example_dataset().join("golang__exp"), "store");
+    assert_eq!(report["trajectories"], 5);
+    assert_eq!(report["steps"], 33);
+    // Four files share one session id: kept as given (issue 18), nothing
+    // renamed.
+    assert!(report.get("renamed_ids").is_none(), "{report}");
+    let q = env
+        .cmd()
+        .args([
+            "query",
+            "store",
+            "SELECT count(*) AS n, count(DISTINCT session_id) AS sessions, count(DISTINCT origin_path) AS files FROM trajectories",
+            "--format",
+            "jsonl",
+        ])
+        .output()
+        .unwrap();
+    let counts: serde_json::Value = serde_json::from_slice(&q.stdout).unwrap();
+    assert_eq!(counts["n"], 5, "{counts}");
+    assert_eq!(counts["files"], 5, "{counts}");
+    assert!(counts["sessions"].as_i64().unwrap() < 5, "{counts}");
+    // The store is one Source at the Dataset root.
+    let ls = json(&env.cmd().args(["ls", "store"]).output().unwrap());
+    assert_eq!(ls["sources"][0]["source_path"], ".");
+    assert_eq!(ls["sources"][0]["format"], "storyline-lance");
+    assert_eq!(ls["sources"][0]["read_consistency"], "native");
+    let st = json(&env.cmd().args(["status", "store"]).output().unwrap());
+    assert_eq!(st["totals"]["steps"], 33);
+    assert_eq!(st["totals"]["trajectories"], 5);
+    // SQL reads the store natively.
+    let q = env
+        .cmd()
+        .args([
+            "query",
+            "store",
+            "SELECT count(*) AS n, count(DISTINCT storage_ordinal) AS d FROM steps",
+            "--format",
+            "jsonl",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&q.stdout).trim(),
+        r#"{"n":33,"d":5}"#
+    );
+    // Nothing else is left beside the target.
+    let leftovers: Vec<String> = std::fs::read_dir(env.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("pchronicle"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn query_results_are_the_same_in_place_and_imported() {
+    let env = TestEnv::new();
+    let data = env.example("data");
+    import(&env, &data.join("golang__exp"), "s1");
+    let sql = "SELECT step_source, count(*) AS n, sum(length(message_value)) AS chars FROM steps GROUP BY 1 ORDER BY 1";
+    let a = env
+        .cmd()
+        .args([
+            "query",
+            data.join("golang__exp").to_str().unwrap(),
+            sql,
+            "--format",
+            "csv",
+        ])
+        .output()
+        .unwrap();
+    let b = env
+        .cmd()
+        .args(["query", "s1", sql, "--format", "csv"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&a.stdout),
+        String::from_utf8_lossy(&b.stdout)
+    );
+}
+
+#[test]
+fn refusals_have_codes() {
+    let env = TestEnv::new();
+    let ex = example_dataset();
+    // Mixed formats under auto.
+    let o = env
+        .cmd()
+        .args([
+            "import",
+            "--from",
+            ex.join("DeepLink-org__Persisting").to_str().unwrap(),
+            "--output",
+            "x",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(json(&o)["error"]["code"], "PC-IMP-004");
+    assert!(!env.path().join("x").exists());
+    // Wrong declared format.
+    let o = env
+        .cmd()
+        .args([
+            "import",
+            "--from",
+            ex.join("golang__exp").to_str().unwrap(),
+            "--output",
+            "x",
+            "--format",
+            "actf",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(json(&o)["error"]["code"], "PC-IMP-005");
+    // Target exists.
+    std::fs::create_dir(env.path().join("exists")).unwrap();
+    let o = env
+        .cmd()
+        .args([
+            "import",
+            "--from",
+            ex.join("golang__exp").to_str().unwrap(),
+            "--output",
+            "exists",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(json(&o)["error"]["code"], "PC-IMP-001");
+    // stdin without --stream / without a format.
+    let o = env
+        .cmd()
+        .args(["import", "--from", "-", "--output", "y"])
+        .output()
+        .unwrap();
+    assert_eq!(json(&o)["error"]["code"], "PC-CLI-003");
+    let o = env
+        .cmd()
+        .args(["import", "--from", "-", "--stream", "--output", "y"])
+        .output()
+        .unwrap();
+    assert_eq!(json(&o)["error"]["code"], "PC-CLI-003");
+}
+
+#[test]
+fn malformed_record_in_the_middle_publishes_nothing() {
+    let env = TestEnv::new();
+    let mut lines = String::new();
+    for i in 0..50 {
+        lines.push_str(&format!(
+            r#"{{"schema_version":"ATIF-v1.7","session_id":"s{i}","agent":{{"name":"a","version":"1"}},"steps":[{{"step_id":1,"source":"user","message":"hi"}}]}}"#
+        ));
+        lines.push('\n');
+        if i == 25 {
+            lines.push_str("{\"schema_version\":\"ATIF-v1.7\",\"steps\":[\n");
+        }
+    }
+    env.write("in/bad.jsonl", lines);
+    let o = env
+        .cmd()
+        .args(["import", "--from", "in", "--output", "out"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!env.path().join("out").exists());
+    let hidden: Vec<_> = std::fs::read_dir(env.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().contains("staging"))
+        .collect();
+    assert!(hidden.is_empty(), "{hidden:?}");
+}
+
+#[test]
+fn stdin_import_reads_to_eof() {
+    let env = TestEnv::new();
+    let doc =
+        std::fs::read(example_dataset().join("evalstate__fast-agent/harbor_multiagent_v1_7.json"))
+            .unwrap();
+    let mut child = env
+        .cmd()
+        .args([
+            "import", "--from", "-", "--stream", "--format", "atif", "--output", "s",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child.stdin.take().unwrap().write_all(&doc).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(json(&o)["trajectories"], 2);
+}
+
+#[test]
+fn racing_imports_exactly_one_wins() {
+    let env = TestEnv::new();
+    let from = example_dataset().join("golang__exp");
+    let spawn = || {
+        env.cmd()
+            .args([
+                "import",
+                "--from",
+                from.to_str().unwrap(),
+                "--output",
+                "race",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let codes = [a.status.code(), b.status.code()];
+    assert_eq!(
+        codes.iter().filter(|c| **c == Some(0)).count(),
+        1,
+        "{codes:?}"
+    );
+    let loser = if a.status.code() == Some(0) { &b } else { &a };
+    let code = json(loser)["error"]["code"].as_str().unwrap().to_string();
+    assert!(code == "PC-IMP-001" || code == "PC-IMP-002", "{code}");
+    let st = json(&env.cmd().args(["status", "race"]).output().unwrap());
+    assert_eq!(st["totals"]["steps"], 33);
+}
+
+#[test]
+fn cross_format_conversions_report_losses_and_strict_refuses() {
+    let env = TestEnv::new();
+    import(
+        &env,
+        &example_dataset().join("DeepLink-org__Persisting/make-doom-for-mips_trimmed.actf.json"),
+        "a",
+    );
+    // ACTF → ATIF drops the task result; reported on stderr.
+    let o = env
+        .cmd()
+        .args(["export", "--from", "a", "--format", "atif", "--output", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("PC-EXP-005"));
+    // --strict refuses instead.
+    let o = env
+        .cmd()
+        .args([
+            "export", "--from", "a", "--format", "atif", "--output", "-", "--strict",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("PC-EXP-002"));
+    // Storyline keeps everything and reads back.
+    let text = export(&env, "a", "storyline", &[]);
+    env.write("sl/doc.storyline.json", &text);
+    import(&env, &env.path().join("sl"), "b");
+    let back = export(&env, "b", "actf", &[]);
+    let original: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(
+            example_dataset().join("DeepLink-org__Persisting/make-doom-for-mips_trimmed.actf.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(records(&back), vec![original]);
+}
+
+#[test]
+fn export_outputs_are_create_only() {
+    let env = TestEnv::new();
+    import(&env, &example_dataset().join("golang__exp"), "s");
+    env.write("out.jsonl", "x");
+    pc_snapshot!(
+        env,
+        env.cmd().args([
+            "export",
+            "--from",
+            "s",
+            "--format",
+            "storyline",
+            "--output",
+            "out.jsonl"
+        ])
+    );
+    let o = env
+        .cmd()
+        .args([
+            "export",
+            "--from",
+            "s",
+            "--format",
+            "storyline",
+            "--output",
+            "out.jsonl",
+            "--overwrite",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        std::fs::read_to_string(env.path().join("out.jsonl"))
+            .unwrap()
+            .lines()
+            .count(),
+        5
+    );
+}
+
+#[test]
+fn export_selects_by_session_source_and_where() {
+    let env = TestEnv::new();
+    let d = env.example("d");
+    let by_session = export(
+        &env,
+        d.to_str().unwrap(),
+        "storyline",
+        &["--session-id", "harbor-golden-run"],
+    );
+    assert_eq!(records(&by_session).len(), 2);
+    let by_where = export(
+        &env,
+        d.to_str().unwrap(),
+        "storyline",
+        &["--where", "agent_name = 'terminus-2' AND step_count > 6"],
+    );
+    assert_eq!(records(&by_where).len(), 2, "{by_where}");
+    let o = env
+        .cmd()
+        .args([
+            "export",
+            "--from",
+            "d",
+            "--format",
+            "atif",
+            "--output",
+            "-",
+            "--source",
+            "../etc/passwd",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(json(&o)["error"]["code"], "PC-CAT-013");
+    let o = env
+        .cmd()
+        .args([
+            "export",
+            "--from",
+            "d",
+            "--format",
+            "atif",
+            "--output",
+            "-",
+            "--where",
+            "1=1; DROP TABLE runs",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn openai_export_links_or_relabels_results_without_call_ids() {
+    let env = TestEnv::new();
+    // Step 2 has one call and two results without `source_call_id`: the
+    // first answers the call, the second has no call left to answer.
+    env.write(
+        "in/t.json",
+        r#"{"schema_version":"ATIF-v1.6","session_id":"s1",
+            "agent":{"name":"a","version":"1"},
+            "steps":[
+              {"step_id":1,"source":"user","message":"list files"},
+              {"step_id":2,"source":"agent","message":"running ls",
+               "tool_calls":[{"tool_call_id":"c1","function_name":"ls","arguments":{}}],
+               "observation":{"results":[{"content":"a.txt"},{"content":"disk almost full"}]}}
+            ]}"#,
+    );
+    let dir = env.path().join("in");
+    let o = env
+        .cmd()
+        .args([
+            "export",
+            "--from",
+            dir.to_str().unwrap(),
+            "--format",
+            "openai-messages",
+            "--output",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("linked to the next unanswered call"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("written as a user message"), "{stderr}");
+    let ex = &records(&String::from_utf8(o.stdout).unwrap())[0];
+    let msgs = ex["messages"].as_array().unwrap();
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "user"]);
+    assert_eq!(msgs[2]["tool_call_id"], "c1");
+    assert_eq!(msgs[2]["content"], "a.txt");
+    assert_eq!(msgs[3]["content"], "disk almost full");
+    // The export reads back as a valid OpenAI messages Source.
+    env.write("back/x.jsonl", format!("{ex}\n"));
+    let back = env.path().join("back");
+    let o = env
+        .cmd()
+        .args(["status", back.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let st = json(&o);
+    assert_eq!(st["totals"]["error"], 0, "{st}");
+    assert_eq!(st["totals"]["steps"], 3, "{st}");
+}

@@ -1,8 +1,0 @@
-//! `serve`: the read-only Warehouse API and the web explorer, tested over
-//! real HTTP on loopback against the built binary.
-
-mod api;
-mod browser;
-mod harness;
-mod lifecycle;
-mod output;
