@@ -58,8 +58,8 @@ pub(crate) fn tool_output(rng: &mut Rng) -> String {
 }
 
 fn fill(rng: &mut Rng, template: &str) -> String {
-    let pkg: &str = *rng.pick(PACKAGES);
-    let word: &str = *rng.pick(EN);
+    let pkg = *rng.pick(PACKAGES);
+    let word = *rng.pick(EN);
     template
         .replace("{pkg}", pkg)
         .replace("{word}", word)
@@ -133,7 +133,7 @@ fn traceback(rng: &mut Rng) -> String {
     s.push_str(&format!(
         "  File \"/usr/lib/python3.11/importlib/__init__.py\", line 126, in import_module\n    return _bootstrap._gcd_import(name[level:], package, level)\n{}\n",
         {
-            let t: &str = *rng.pick(EXCEPTIONS);
+            let t = *rng.pick(EXCEPTIONS);
             fill(rng, t)
         }
     ));
@@ -212,7 +212,7 @@ fn compiler(rng: &mut Rng) -> String {
 }
 
 fn json_report(rng: &mut Rng) -> String {
-    let items: Vec<serde_json::Value> = (0..1 + rng.below(4))
+    let items: Vec<serde_json::Value> = (0..=rng.below(4))
         .map(|i| {
             serde_json::json!({
                 "id": i,
@@ -248,7 +248,7 @@ fn progress(rng: &mut Rng) -> String {
 
 fn listing(rng: &mut Rng) -> String {
     let mut s = String::from("On branch main\nChanges not staged for commit:\n");
-    for _ in 0..1 + rng.below(5) {
+    for _ in 0..=rng.below(5) {
         s.push_str(&format!(
             "\tmodified:   src/{}/{}.py\n",
             rng.pick(MODULES),

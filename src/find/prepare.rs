@@ -309,7 +309,7 @@ fn cached(
                     meta.problems.insert(p.source_path.clone(), p);
                 }
             }
-            fresh_sources.extend(todo.iter().map(|s| s.to_string()));
+            fresh_sources.extend(todo.iter().map(ToString::to_string));
             report.indexed_sources = todo.len();
             report.indexed_steps = steps;
             report.indexed_text_bytes = bytes;

@@ -82,7 +82,8 @@ pub(crate) fn read_arguments(raw: Value) -> (Value, Option<String>) {
     match raw {
         Value::String(s) => match serde_json::from_str::<Value>(&s) {
             Ok(v) if !v.is_string() => {
-                let keep = v.to_string() != s;
+                // The text is kept unless it is exactly the value's canonical JSON.
+                let keep = serde_json::to_string(&v).map_or(true, |t| t != s);
                 (v, keep.then_some(s))
             }
             _ => (Value::String(s), None),

@@ -98,7 +98,7 @@ fn take_arguments_text(doc: &mut Storyline) {
             continue;
         };
         let reads_as_args = serde_json::from_str::<Value>(&raw).ok().as_ref() == Some(&call.args);
-        if reads_as_args && call.args.to_string() != raw {
+        if reads_as_args && serde_json::to_string(&call.args).map_or(true, |t| t != raw) {
             call.args_raw = Some(raw);
         }
     }

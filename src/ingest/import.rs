@@ -37,22 +37,10 @@ pub enum ImportError {
     /// The input has no trajectory files.
     #[error("no trajectory files found in `{0}`")]
     NoInput(String),
-    /// Files of several formats under `--format auto`.
-    #[error("one format per import: `{first}` is {first_format} but `{other}` is {other_format} (the input holds {formats}); pass {choices} to import the files of that format and skip the others, or import them separately")]
-    MixedFormats {
-        /// A file of the first format.
-        first: String,
-        /// Its format.
-        first_format: &'static str,
-        /// A file of another format.
-        other: String,
-        /// Its format.
-        other_format: &'static str,
-        /// Every format found, with its file count.
-        formats: String,
-        /// The `--format` values that would import a part.
-        choices: String,
-    },
+    /// Files of several formats under `--format auto` (boxed: the details
+    /// would make every import `Result` large).
+    #[error("{0}")]
+    MixedFormats(Box<MixedFormats>),
     /// A file is not of the declared format.
     #[error("`{file}` is {found}, not {expected} (--format {expected})")]
     WrongFormat {
@@ -94,6 +82,24 @@ pub enum ImportError {
     },
 }
 
+/// What `--format auto` found in a folder of several formats.
+#[derive(Debug, thiserror::Error)]
+#[error("one format per import: `{first}` is {first_format} but `{other}` is {other_format} (the input holds {formats}); pass {choices} to import the files of that format and skip the others, or import them separately")]
+pub struct MixedFormats {
+    /// A file of the first format.
+    pub first: String,
+    /// Its format.
+    pub first_format: &'static str,
+    /// A file of another format.
+    pub other: String,
+    /// Its format.
+    pub other_format: &'static str,
+    /// Every format found, with its file count.
+    pub formats: String,
+    /// The `--format` values that would import a part.
+    pub choices: String,
+}
+
 impl ImportError {
     /// Stable code.
     pub fn code(&self) -> &'static str {
@@ -101,7 +107,7 @@ impl ImportError {
             ImportError::TargetExists(_) => "PC-IMP-001",
             ImportError::Busy(_) | ImportError::BusyS3 { .. } => "PC-IMP-002",
             ImportError::NoInput(_) => "PC-IMP-003",
-            ImportError::MixedFormats { .. } => "PC-IMP-004",
+            ImportError::MixedFormats(_) => "PC-IMP-004",
             ImportError::WrongFormat { .. } => "PC-IMP-005",
             ImportError::TooLarge(_) => "PC-IMP-006",
             ImportError::StoreInput(_) => "PC-IMP-007",
@@ -563,14 +569,14 @@ fn collect_input(s: &ImportOptions, spool_dir: &Path) -> Result<Input, Error> {
             let first = &sources[0];
             if let Some(other) = sources.iter().find(|x| x.format != first.format) {
                 let (formats, choices) = format_counts(&sources);
-                return Err(ImportError::MixedFormats {
+                return Err(ImportError::MixedFormats(Box::new(MixedFormats {
                     first: first.source_path.clone(),
                     first_format: first.format.name(),
                     other: other.source_path.clone(),
                     other_format: other.format.name(),
                     formats,
                     choices,
-                }
+                }))
                 .into());
             }
             (first.format, sources, Vec::new())

@@ -82,12 +82,13 @@ pub struct ExportOptions {
 /// Why an import or export failed.
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
-    /// Import-specific.
+    /// Import-specific (boxed: the import and export errors are large and
+    /// every `Result` of the crate's `Error` would carry their size).
     #[error(transparent)]
-    Import(#[from] ImportError),
+    Import(Box<ImportError>),
     /// Export-specific.
     #[error(transparent)]
-    Export(#[from] ExportError),
+    Export(Box<ExportError>),
     /// Discovery, snapshots, Sources.
     #[error(transparent)]
     Catalog(#[from] crate::catalog::CatalogError),
@@ -103,6 +104,18 @@ pub enum IngestError {
     /// A bug.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl From<ImportError> for IngestError {
+    fn from(e: ImportError) -> Self {
+        IngestError::Import(Box::new(e))
+    }
+}
+
+impl From<ExportError> for IngestError {
+    fn from(e: ExportError) -> Self {
+        IngestError::Export(Box::new(e))
+    }
 }
 
 impl IngestError {

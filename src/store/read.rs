@@ -634,7 +634,9 @@ fn call_of(r: &Row<'_>) -> Result<(i64, i64, ToolCall), StoreError> {
         .map_err(|e| StoreError::Corrupt(format!("column arguments: {e}")))?;
     // The column keeps OpenAI argument strings as they were written: text
     // that is not the canonical JSON of its value is that original text.
-    let args_raw = (args.to_string() != text).then_some(text);
+    let args_raw = serde_json::to_string(&args)
+        .map_or(true, |t| t != text)
+        .then_some(text);
     let call = ToolCall {
         tcid: req(r.text("tool_call_id"), "tool_call_id")?,
         func: req(r.text("function_name"), "function_name")?,

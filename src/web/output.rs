@@ -126,7 +126,10 @@ mod tests {
 
     #[test]
     fn long_output_keeps_head_and_tail() {
-        let body: String = (0..1000).map(|i| format!("line {i}\n")).collect();
+        let body: String = (0..1000).fold(String::new(), |mut s, i| {
+            s.push_str(&format!("line {i}\n"));
+            s
+        });
         let obs = serde_json::to_string(&json!({"results": [{"content": body}]})).unwrap();
         let (_, unlinked) = split_results(Some(&obs), &[], Some(100));
         let e = &unlinked[0];

@@ -703,9 +703,11 @@ fn status_of(e: &Error) -> u16 {
         Error::Find(crate::find::FindError::Resource { .. }) => 422,
         Error::Find(crate::find::FindError::IndexUnavailable { .. }) => 503,
         Error::Find(_) => 400,
-        Error::Ingest(crate::ingest::IngestError::Export(crate::ingest::ExportError::Lossy {
-            ..
-        })) => 422,
+        Error::Ingest(crate::ingest::IngestError::Export(e))
+            if matches!(**e, crate::ingest::ExportError::Lossy { .. }) =>
+        {
+            422
+        }
         _ => 500,
     }
 }

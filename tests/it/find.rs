@@ -134,7 +134,8 @@ fn call_outputs(m: &Mounts) -> std::collections::HashMap<(String, String, i64), 
             &|| Ok(()),
         )
         .unwrap();
-    let mut out: std::collections::HashMap<(String, String, i64), String> = Default::default();
+    let mut out: std::collections::HashMap<(String, String, i64), String> =
+        std::collections::HashMap::default();
     for b in &batches {
         let s = |i: usize| b.column(i).as_string::<i32>();
         let step = b.column(2).as_primitive::<Int64Type>();

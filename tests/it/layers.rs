@@ -204,7 +204,7 @@ fn the_architecture_page_prints_the_table() {
     }
     let table: BTreeMap<String, BTreeSet<String>> = ALLOWED
         .iter()
-        .map(|(m, to)| (m.to_string(), to.iter().map(|t| t.to_string()).collect()))
+        .map(|(m, to)| (m.to_string(), to.iter().map(ToString::to_string).collect()))
         .collect();
     assert_eq!(
         documented, table,

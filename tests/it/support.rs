@@ -9,7 +9,7 @@
 //! `PCHRONICLE_REQUIRE_S3` and `PCHRONICLE_REQUIRE_BROWSER`, so there a
 //! missing tool fails the test instead: CI skips nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -100,7 +100,7 @@ impl Need {
 /// on the terminal (not the captured output), and the caller returns.
 pub fn available(suite: &str, need: Need) -> bool {
     static SEEN: OnceLock<Mutex<BTreeMap<String, Option<String>>>> = OnceLock::new();
-    static REPORTED: OnceLock<Mutex<BTreeMap<String, ()>>> = OnceLock::new();
+    static REPORTED: OnceLock<Mutex<BTreeSet<String>>> = OnceLock::new();
     let missing = SEEN
         .get_or_init(Mutex::default)
         .lock()
@@ -120,8 +120,7 @@ pub fn available(suite: &str, need: Need) -> bool {
         .get_or_init(Mutex::default)
         .lock()
         .unwrap()
-        .insert(suite.to_string(), ())
-        .is_none();
+        .insert(suite.to_string());
     if first {
         // Straight to the terminal: the harness captures `eprintln!`.
         let _ = writeln!(std::io::stderr(), "skipped suite `{suite}`: {why}");

@@ -1,7 +1,10 @@
 //! `find` settings: the `--match` expressions, identity conditions and
 //! bounds of RFC-0012.
 
-use super::*;
+use super::{
+    default_warehouse, discovery, positive, DatasetUri, DiscoveryLimits, Env, FindArgs,
+    FindScopeArg, Path, SettingsError,
+};
 
 /// Resolved `find` settings.
 #[derive(Debug, Clone)]

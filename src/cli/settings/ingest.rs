@@ -1,6 +1,10 @@
 //! `import` and `export` settings: flags into `ingest` options.
 
-use super::*;
+use super::{
+    default_warehouse, default_warehouse_dir, discovery, positive, DatasetUri, Env, ExportArgs,
+    ExportFormatArg, ExportSettings, ImportArgs, ImportInput, ImportSettings, InputFormatArg, Path,
+    SettingsError,
+};
 
 pub(super) fn export_settings(
     a: &ExportArgs,

@@ -1,6 +1,9 @@
 //! `query` and `analysis` settings.
 
-use super::*;
+use super::{
+    default_warehouse, discovery, positive, read_settings, AnalysisArgs, AnalysisReportArg,
+    DatasetUri, DiscoveryLimits, Env, Path, PathBuf, QueryArgs, QueryFormatArg, SettingsError,
+};
 
 pub(super) fn query_settings(
     a: &QueryArgs,

@@ -1,7 +1,7 @@
 //! The user settings file (`pchronicle default` writes it): the default
 //! Warehouse and the S3 policy, read and written whole.
 
-use super::*;
+use super::{Path, SettingsError};
 
 /// The user settings file.
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -454,7 +454,7 @@ fn read_call(c: &ToolCall) -> ToolCall {
     };
     match c.kind.as_deref() {
         Some("command_execution") => {
-            r.kind = c.kind.clone();
+            r.kind.clone_from(&c.kind);
             r.func = "command_execution".into();
             r.args = json!({ "command": c.args.get("command").cloned().unwrap_or(Value::Null) });
             r.result.clone_from(&c.result);

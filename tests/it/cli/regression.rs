@@ -203,7 +203,7 @@ fn issue_17_lower_case_operators_are_noted() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(stdout.contains(r#"note: lower-case `not`"#), "{stdout}");
+    assert!(stdout.contains("note: lower-case `not`"), "{stdout}");
     let o = env
         .cmd()
         .args([
@@ -616,7 +616,7 @@ impl Served {
             }
         });
         let served = |addr| Served { child, addr };
-        match rx.recv_timeout(std::time::Duration::from_secs(120)) {
+        match rx.recv_timeout(std::time::Duration::from_mins(2)) {
             Ok(addr) => served(addr),
             Err(_) => {
                 drop(served(String::new()));
@@ -860,7 +860,7 @@ fn issue_18_interrupted_import_cleans_up() {
                 "the import ended before it was interrupted"
             );
             assert!(
-                started.elapsed() < std::time::Duration::from_secs(60),
+                started.elapsed() < std::time::Duration::from_mins(1),
                 "no lock file: {:?}",
                 import_leftovers(env.path())
             );

@@ -84,7 +84,9 @@ fn argument_strings(records: &[Value]) -> Vec<String> {
         }
     }
     let mut out = Vec::new();
-    records.iter().for_each(|r| walk(r, &mut out));
+    for r in records {
+        walk(r, &mut out);
+    }
     out
 }
 

@@ -47,9 +47,10 @@ pub fn terminal_doc(data: &Path, outside: &Path) {
         data.join("shots/images/outside.png"),
     )
     .unwrap();
-    let long: String = (0..120)
-        .map(|i| format!("row {i} of the long output\n"))
-        .collect();
+    let long: String = (0..120).fold(String::new(), |mut s, i| {
+        s.push_str(&format!("row {i} of the long output\n"));
+        s
+    });
     let model = "openrouter/anthropic/claude-3.7-sonnet-20250219-thinking-extended";
     let doc = json!({"schema_version": "ATIF-v1.6", "session_id": "term-session",
     "agent": {"name": "terminus-2", "version": "1", "model_name": model},
