@@ -24,21 +24,21 @@ pub mod cli;
 #[cfg(feature = "synthetic-corpus")]
 pub mod corpus;
 pub mod dataset;
-pub mod error;
+pub(crate) mod error;
 pub mod find;
 pub mod formats;
 pub mod fts;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
-pub mod gateway;
-pub mod http;
+pub(crate) mod gateway;
+pub(crate) mod http;
 pub mod ingest;
 pub mod render;
 pub mod s3;
 pub mod sql;
 pub mod store;
 pub mod table;
-pub mod util;
-pub mod web;
+pub(crate) mod util;
+pub(crate) mod web;
 
 pub use error::{Error, Result};

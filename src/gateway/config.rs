@@ -189,12 +189,8 @@ pub struct GatewayConfig {
     /// How long replaced versions of `events.lance` are kept for readers
     /// pinned to them.
     pub version_retention: Duration,
-    /// Upstream hosts allowed, as written.
-    pub allow_hosts: Vec<String>,
-    /// The same, parsed.
+    /// Upstream hosts allowed (`network.allow_hosts`), parsed.
     pub allow: Allowlist,
-    /// Whether plain-HTTP upstreams are allowed.
-    pub allow_http: bool,
     /// Routes, in order (the first match wins).
     pub routes: Vec<Route>,
     /// The routes' key values of 4 characters or more, computed once.
@@ -399,7 +395,6 @@ impl GatewayConfig {
             flush_interval: Duration::from_millis(flush_ms),
             compact_interval: (compact_s > 0).then(|| Duration::from_secs(compact_s)),
             version_retention: Duration::from_secs(retention_s),
-            allow_hosts: file.network.allow_hosts,
             allow,
             secrets: Secrets(
                 routes
@@ -408,7 +403,6 @@ impl GatewayConfig {
                     .filter(|k| k.len() >= 4)
                     .collect(),
             ),
-            allow_http: file.network.allow_http,
             routes,
         })
     }

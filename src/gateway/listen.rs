@@ -49,10 +49,6 @@ pub struct GatewayHandle {
     wal: Arc<Wal>,
     core: Arc<Core>,
     _lock: std::fs::File,
-    /// The proxy's address.
-    pub proxy_addr: SocketAddr,
-    /// The admin API's address.
-    pub admin_addr: Option<SocketAddr>,
 }
 
 impl GatewayHandle {
@@ -297,8 +293,6 @@ pub fn start(opts: GatewayOptions) -> Result<GatewayHandle, GatewayError> {
         wal,
         core,
         _lock: lock,
-        proxy_addr,
-        admin_addr,
     })
 }
 

@@ -23,7 +23,7 @@ pub mod sink;
 pub mod wal;
 
 pub use config::GatewayConfig;
-pub use listen::{start, GatewayHandle, GatewayOptions};
+pub use listen::{start, GatewayOptions};
 
 /// Gateway errors, each with a stable code.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -149,14 +149,12 @@ pub struct Wal {
 
 struct Inner {
     pending: Vec<u8>,
-    pending_records: u64,
     /// Tickets below this are durable.
     durable_ticket: u64,
     next_ticket: u64,
     failed: Option<String>,
     end: Position,
     stop: bool,
-    records_written: u64,
 }
 
 impl Wal {
@@ -222,13 +220,11 @@ impl Wal {
             dir: dir.to_path_buf(),
             inner: Mutex::new(Inner {
                 pending: Vec::new(),
-                pending_records: 0,
                 durable_ticket: 0,
                 next_ticket: 0,
                 failed: None,
                 end,
                 stop: false,
-                records_written: 0,
             }),
             wake_writer: Condvar::new(),
             durable: Condvar::new(),
@@ -272,7 +268,6 @@ impl Wal {
             }
             g.pending.extend_from_slice(&encode(p));
         }
-        g.pending_records += payloads.len() as u64;
         g.next_ticket += 1;
         let mine = g.next_ticket;
         self.wake_writer.notify_one();
@@ -291,11 +286,6 @@ impl Wal {
     /// The end of the durable log.
     pub fn end(&self) -> Position {
         self.lock().end
-    }
-
-    /// Records made durable since the process started.
-    pub fn records_written(&self) -> u64 {
-        self.lock().records_written
     }
 
     /// Records between `from` and `to` (both durable positions), at most
@@ -353,7 +343,7 @@ impl Wal {
 
     fn writer(self: Arc<Self>, mut file: File) {
         loop {
-            let (batch, records, ticket, mut end) = {
+            let (batch, ticket, mut end) = {
                 let mut g = self.lock();
                 while g.pending.is_empty() && !g.stop {
                     g = self
@@ -364,13 +354,7 @@ impl Wal {
                 if g.pending.is_empty() && g.stop {
                     return;
                 }
-                let records = std::mem::take(&mut g.pending_records);
-                (
-                    std::mem::take(&mut g.pending),
-                    records,
-                    g.next_ticket,
-                    g.end,
-                )
+                (std::mem::take(&mut g.pending), g.next_ticket, g.end)
             };
             let mut result = Ok(());
             if end.offset >= SEGMENT_BYTES {
@@ -402,7 +386,6 @@ impl Wal {
                         offset: end.offset + batch.len() as u64,
                     };
                     g.durable_ticket = ticket;
-                    g.records_written += records;
                 }
                 Err(e) => {
                     g.failed = Some(format!("cannot write the WAL: {e}"));

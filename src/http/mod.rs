@@ -7,5 +7,5 @@
 mod addr;
 mod server;
 
-pub use addr::{host_name, is_loopback, listen_addr, loopback_host};
+pub use addr::{host_name, listen_addr, loopback_host};
 pub use server::*;

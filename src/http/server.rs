@@ -199,7 +199,6 @@ impl Permits {
 pub struct HttpServer {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
-    open: Arc<AtomicUsize>,
     busy: Arc<AtomicUsize>,
     acceptor: Option<std::thread::JoinHandle<()>>,
 }
@@ -263,7 +262,6 @@ impl HttpServer {
         Ok(HttpServer {
             addr,
             stop,
-            open,
             busy,
             acceptor: Some(acceptor),
         })
@@ -281,11 +279,6 @@ impl HttpServer {
         while self.busy.load(Ordering::SeqCst) > 0 && t.elapsed() < grace {
             std::thread::sleep(Duration::from_millis(20));
         }
-    }
-
-    /// Open connections.
-    pub fn connections(&self) -> usize {
-        self.open.load(Ordering::SeqCst)
     }
 }
 

@@ -72,11 +72,6 @@ pub fn remove_on_interrupt(path: &Path) {
     hold().add(path);
 }
 
-/// No longer remove `path` on an interrupt.
-pub fn forget(path: &Path) {
-    hold().forget(path);
-}
-
 /// Remove a file or a directory tree. A directory still being written to by
 /// another thread can gain entries while it is removed: try a few times.
 fn remove(path: &Path) {

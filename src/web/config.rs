@@ -10,7 +10,7 @@ use serde::Deserialize;
 use super::WebError;
 use crate::catalog::DatasetUri;
 
-pub use crate::util::config::{read_config_file, MAX_CONFIG_BYTES};
+pub use crate::util::config::read_config_file;
 /// Most Datasets one Warehouse mounts.
 pub const MAX_DATASETS: usize = 128;
 
@@ -140,8 +140,6 @@ pub struct ProxyConfig {
 /// The resolved configuration.
 #[derive(Debug, Clone)]
 pub struct WarehouseConfig {
-    /// The file it came from.
-    pub path: PathBuf,
     /// `listen` from the file, if any.
     pub listen: Option<String>,
     /// The default Dataset name.
@@ -327,7 +325,6 @@ impl WarehouseConfig {
             }
         };
         Ok(WarehouseConfig {
-            path: path.to_path_buf(),
             listen: file.listen,
             default_dataset: file.default_dataset,
             refresh: file
@@ -338,11 +335,6 @@ impl WarehouseConfig {
             limits,
             proxy,
         })
-    }
-
-    /// The Dataset named `name`.
-    pub fn dataset(&self, name: &str) -> Option<&DatasetConfig> {
-        self.datasets.iter().find(|d| d.name == name)
     }
 }
 
