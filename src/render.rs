@@ -228,7 +228,7 @@ pub fn write_table(
             (f.name().clone(), align)
         })
         .collect();
-    let mut t = Table::with_headers(heads.clone());
+    let mut t = Grid::with_headers(heads.clone());
     for i in 0..heads.len() {
         t.limit(i, TABLE_CELL_CHARS);
     }
@@ -260,14 +260,14 @@ pub enum Align {
 
 /// A simple aligned text table; cells are escaped and bounded.
 #[derive(Debug, Clone)]
-pub struct Table {
+pub struct Grid {
     headers: Vec<(String, Align)>,
     limits: Vec<Option<usize>>,
     rows: Vec<Vec<String>>,
     footer: Option<String>,
 }
 
-impl Table {
+impl Grid {
     /// A table with these column headers.
     pub fn new(headers: &[(&'static str, Align)]) -> Self {
         Self::with_headers(
@@ -281,7 +281,7 @@ impl Table {
     /// A table with owned column headers.
     pub fn with_headers(headers: Vec<(String, Align)>) -> Self {
         let n = headers.len();
-        Table {
+        Grid {
             headers,
             limits: vec![None; n],
             rows: Vec::new(),
@@ -378,7 +378,7 @@ mod tests {
 
     #[test]
     fn table_aligns_and_escapes() {
-        let mut t = Table::new(&[("Name", Align::Left), ("N", Align::Right)]);
+        let mut t = Grid::new(&[("Name", Align::Left), ("N", Align::Right)]);
         t.row(vec!["超时\x1b[2J".into(), "5".into()]);
         t.row(vec!["ab".into(), "123".into()]);
         insta::assert_snapshot!(t.render(), @r"

@@ -79,7 +79,7 @@ impl Out {
     }
 
     /// Write a table.
-    pub fn write_table(&mut self, t: &Table) -> Result<(), Error> {
+    pub fn write_table(&mut self, t: &Grid) -> Result<(), Error> {
         let text = t.render();
         self.stdout()
             .write_all(text.as_bytes())
@@ -285,4 +285,4 @@ impl Drop for Progress {
     }
 }
 
-pub use crate::render::{Align, Table};
+pub use crate::render::{Align, Grid};

@@ -1,6 +1,6 @@
 //! Mounted Datasets: the relations `sources`, `runs`, `trajectories`,
 //! `steps`, `tool_calls`, `judgments` and `events` of each mount, served to
-//! the SQL engine (this module implements [`crate::sql::Provider`]).
+//! the SQL engine (this module implements [`crate::sql::DataLayer`]).
 //!
 //! Each mount is pinned once ([`CatalogSnapshot`]); scans decode its Sources
 //! in parallel (Rayon), build only the requested columns, and apply the scan
@@ -27,7 +27,7 @@ pub(crate) use relations::{EVENT_JSON_COLUMNS, SOURCE_JSON_COLUMNS};
 
 use crate::catalog::read::ReadFailure;
 use crate::catalog::{CatalogError, CatalogSnapshot, DatasetUri, DiscoveryLimits, Source};
-use crate::sql::{Provider, SqlError};
+use crate::sql::{DataLayer, SqlError};
 use crate::table::Table;
 
 /// Rows per output batch.
@@ -228,7 +228,7 @@ impl Mounts {
     }
 }
 
-impl Provider for Mounts {
+impl DataLayer for Mounts {
     fn datasets(&self) -> Vec<String> {
         self.mounts.iter().map(|m| m.name.clone()).collect()
     }

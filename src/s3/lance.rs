@@ -36,19 +36,19 @@ pub fn session() -> Result<Arc<Session>, S3Error> {
         .get_or_init(|| {
             let client = super::client()?;
             let registry = ObjectStoreRegistry::default();
-            registry.insert("s3", Arc::new(Provider { client }));
+            registry.insert("s3", Arc::new(BucketStores { client }));
             Ok(Arc::new(Session::new(0, 64 << 20, Arc::new(registry))))
         })
         .clone()
 }
 
 #[derive(Debug)]
-struct Provider {
+struct BucketStores {
     client: Arc<Client>,
 }
 
 #[async_trait::async_trait]
-impl ObjectStoreProvider for Provider {
+impl ObjectStoreProvider for BucketStores {
     async fn new_store(
         &self,
         base_path: url::Url,

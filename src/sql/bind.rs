@@ -1,5 +1,5 @@
 //! Binding: sqlparser AST → logical [`Plan`], resolving names against the
-//! mounted Datasets through the [`Provider`] and checking types.
+//! mounted Datasets through the [`DataLayer`] and checking types.
 
 use std::collections::HashMap;
 
@@ -11,7 +11,7 @@ use super::logical::{
     make_schema, AggCall, AggFunc, BinOp, Expr, Func, JoinKind, Plan, SortKey, WinFunc, WindowCall,
 };
 use super::value::{common_type, is_numeric, ts_type, type_name, Scalar};
-use super::{Provider, SqlError};
+use super::{DataLayer, SqlError};
 
 /// Nesting bound for expressions and queries.
 pub const MAX_DEPTH: usize = 64;
@@ -129,7 +129,7 @@ struct Replacements {
 }
 
 pub(crate) struct Binder<'a> {
-    provider: &'a dyn Provider,
+    provider: &'a dyn DataLayer,
     ctes: Vec<HashMap<String, (Plan, Scope)>>,
     depth: usize,
     next_instance: usize,
@@ -239,7 +239,7 @@ fn bool_type_check(e: &Expr, what: &str) -> Result<(), SqlError> {
 }
 
 impl<'a> Binder<'a> {
-    pub(crate) fn new(provider: &'a dyn Provider, statement: &'a sql::Statement) -> Self {
+    pub(crate) fn new(provider: &'a dyn DataLayer, statement: &'a sql::Statement) -> Self {
         Binder {
             provider,
             ctes: Vec::new(),

@@ -14,11 +14,11 @@ use arrow::record_batch::RecordBatchOptions;
 
 use super::expr::{eval, eval_predicate};
 use super::logical::{Expr, Plan};
-use super::{ops, Limits, Provider, SqlError};
+use super::{ops, DataLayer, Limits, SqlError};
 
 /// State shared by one execution.
 pub struct ExecCtx<'a> {
-    pub(crate) provider: &'a dyn Provider,
+    pub(crate) provider: &'a dyn DataLayer,
     pub(crate) limits: Limits,
     pub(crate) started: Instant,
     pub(crate) peak: AtomicU64,
@@ -26,7 +26,7 @@ pub struct ExecCtx<'a> {
 
 impl<'a> ExecCtx<'a> {
     /// A context for one query.
-    pub fn new(provider: &'a dyn Provider, limits: Limits) -> Self {
+    pub fn new(provider: &'a dyn DataLayer, limits: Limits) -> Self {
         ExecCtx {
             provider,
             limits,

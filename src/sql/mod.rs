@@ -2,13 +2,13 @@
 //! and vectorized operators over Arrow record batches.
 //!
 //! Pipeline: [`parse`] (allow-list: one read-only statement) → `bind`
-//! (names and types via a [`Provider`]) → [`optimize`] (scan filters,
+//! (names and types via a [`DataLayer`]) → [`optimize`] (scan filters,
 //! column pruning) → `exec` (operators in `ops`, shared evaluator in
 //! `expr`). Read-only by construction: the binder only builds read plans and
 //! the provider only exposes logical relations.
 //!
 //! May call `table` (relation schemas) and `util`; never `catalog` or `cli`
-//! (they implement [`Provider`]).
+//! (they implement [`DataLayer`]).
 
 mod bind;
 mod error;
@@ -31,7 +31,7 @@ pub use expr::{float_text, ts_text};
 pub use logical::Plan;
 
 /// What the engine needs from the data layer.
-pub trait Provider: Sync {
+pub trait DataLayer: Sync {
     /// Mount (schema) names, e.g. `dataset`.
     fn datasets(&self) -> Vec<String>;
     /// Relation names every mount has.
@@ -84,7 +84,7 @@ pub enum Statement {
 }
 
 /// Parse, bind and optimise `text`.
-pub fn plan(text: &str, provider: &dyn Provider) -> Result<Statement, SqlError> {
+pub fn plan(text: &str, provider: &dyn DataLayer) -> Result<Statement, SqlError> {
     match parse::parse(text)? {
         parse::Parsed::Query(stmt) => {
             let sqlparser::ast::Statement::Query(q) = &stmt else {
@@ -143,7 +143,7 @@ pub struct QueryResult {
 /// Run a planned query.
 pub fn execute(
     plan: &Plan,
-    provider: &dyn Provider,
+    provider: &dyn DataLayer,
     limits: Limits,
 ) -> Result<QueryResult, SqlError> {
     let ctx = exec::ExecCtx::new(provider, limits);

@@ -1,5 +1,5 @@
 //! The HTTP side: loopback listener, worker pool, request ids, trusted-proxy
-//! identity, bounds, access log, signals and Catalog refresh.
+//! identity, bounds, access log, signals and WarehouseView refresh.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -34,7 +34,7 @@ pub struct ServeOptions {
 }
 
 /// One pinned view of every mounted Dataset.
-pub struct Catalog {
+pub struct WarehouseView {
     /// The mounts, named as configured.
     pub mounts: Mounts,
     /// Increases with every successful refresh.
@@ -47,7 +47,7 @@ pub struct Catalog {
 pub struct State {
     /// The configuration.
     pub config: WarehouseConfig,
-    catalog: RwLock<Arc<Catalog>>,
+    catalog: RwLock<Arc<WarehouseView>>,
     generation: AtomicU64,
     /// Decoded trajectories, by (generation, dataset, source, document).
     pub docs: api::DocCache,
@@ -59,7 +59,7 @@ pub struct State {
 
 impl State {
     /// The current Catalog Snapshot set.
-    pub fn catalog(&self) -> Arc<Catalog> {
+    pub fn catalog(&self) -> Arc<WarehouseView> {
         match self.catalog.read() {
             Ok(g) => Arc::clone(&g),
             Err(p) => Arc::clone(&p.into_inner()),
@@ -71,9 +71,9 @@ impl State {
         self.started.elapsed().as_secs_f64()
     }
 
-    /// Build a new Catalog beside the current one and swap it in; on failure
+    /// Build a new WarehouseView beside the current one and swap it in; on failure
     /// the current one stays.
-    pub fn refresh(&self) -> Result<Arc<Catalog>, Error> {
+    pub fn refresh(&self) -> Result<Arc<WarehouseView>, Error> {
         let c = Arc::new(open_catalog(
             &self.config,
             self.generation.fetch_add(1, Ordering::SeqCst) + 1,
@@ -96,7 +96,7 @@ impl State {
     }
 }
 
-fn open_catalog(config: &WarehouseConfig, generation: u64) -> Result<Catalog, Error> {
+fn open_catalog(config: &WarehouseConfig, generation: u64) -> Result<WarehouseView, Error> {
     let specs: Vec<_> = config
         .datasets
         .iter()
@@ -108,7 +108,7 @@ fn open_catalog(config: &WarehouseConfig, generation: u64) -> Result<Catalog, Er
         false,
         config.limits.max_document_bytes,
     )?;
-    Ok(Catalog {
+    Ok(WarehouseView {
         mounts,
         generation,
         created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
@@ -237,7 +237,7 @@ impl Warehouse {
     }
 }
 
-fn report(quiet: bool, verb: &str, c: &Catalog) {
+fn report(quiet: bool, verb: &str, c: &WarehouseView) {
     if quiet {
         return;
     }

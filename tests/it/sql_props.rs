@@ -8,7 +8,7 @@ use std::sync::Arc;
 use arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use pchronicle::cli::render::cell_json;
-use pchronicle::sql::{self, Limits, Provider, SqlError, Statement};
+use pchronicle::sql::{self, DataLayer, Limits, SqlError, Statement};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -69,7 +69,7 @@ impl Mem {
     }
 }
 
-impl Provider for Mem {
+impl DataLayer for Mem {
     fn datasets(&self) -> Vec<String> {
         vec!["dataset".into()]
     }

@@ -4,7 +4,7 @@ use serde_json::{json, Value};
 
 use super::report_snapshot;
 use crate::catalog::CatalogError;
-use crate::cli::out::{json_bytes, Align, Out, Table};
+use crate::cli::out::{json_bytes, Align, Grid, Out};
 use crate::cli::settings::FindSettings;
 use crate::cli::ExitStatus;
 use crate::dataset::Mounts;
@@ -286,7 +286,7 @@ impl Page<'_> {
             ]);
         }
         headers.push(("Preview", Align::Left));
-        let mut t = Table::new(&headers);
+        let mut t = Grid::new(&headers);
         let last = headers.len() - 1;
         t.limit(last, 80);
         for h in &self.list.hits[..n] {

@@ -4,7 +4,7 @@ use serde_json::{json, Value};
 
 use super::{human_bytes, report_snapshot};
 use crate::catalog::{CatalogSnapshot, Source};
-use crate::cli::out::{Align, Out, Table};
+use crate::cli::out::{Align, Grid, Out};
 use crate::cli::settings::ReadSettings;
 use crate::cli::ExitStatus;
 use crate::error::Error;
@@ -113,7 +113,7 @@ pub fn run(
         }
         out.write_json(&doc)?;
     } else if physical {
-        let mut t = Table::new(&[
+        let mut t = Grid::new(&[
             ("Path", Align::Left),
             ("Type", Align::Left),
             ("Size", Align::Right),
@@ -137,7 +137,7 @@ pub fn run(
         }
         out.write_table(&t)?;
     } else {
-        let mut t = Table::new(&[
+        let mut t = Grid::new(&[
             ("Source", Align::Left),
             ("Format", Align::Left),
             ("Kind", Align::Left),

@@ -11,7 +11,7 @@ use crate::catalog::read::{SourceCounts, SourceRead};
 use crate::catalog::{
     CatalogError, CatalogSnapshot, Deadline, DiscoveryLimits, Source, SourceStatus, StatusReason,
 };
-use crate::cli::out::{Align, Out, Table};
+use crate::cli::out::{Align, Grid, Out};
 use crate::cli::settings::ReadSettings;
 use crate::cli::ExitStatus;
 use crate::error::Error;
@@ -162,7 +162,7 @@ pub fn run(
             },
         }))?;
     } else {
-        let mut t = Table::new(&[
+        let mut t = Grid::new(&[
             ("Source", Align::Left),
             ("Format", Align::Left),
             ("Status", Align::Left),

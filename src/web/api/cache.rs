@@ -1,5 +1,5 @@
 //! The document cache: decoded trajectories, listings and their sort
-//! orders, bounded in bytes and keyed by Catalog generation.
+//! orders, bounded in bytes and keyed by WarehouseView generation.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -29,7 +29,7 @@ pub(super) enum CacheEntry {
 }
 
 /// A byte-bounded least-recently-used cache of decoded trajectories and
-/// runs lists, keyed by Catalog generation so a refresh never serves old
+/// runs lists, keyed by WarehouseView generation so a refresh never serves old
 /// content.
 pub struct DocCache {
     budget: usize,

@@ -8,10 +8,10 @@ use serde_json::{json, Value};
 use super::rows::rows_json;
 use crate::dataset::Mount;
 use crate::error::Error;
-use crate::web::server::{Catalog, Ctx, Reply};
+use crate::web::server::{Ctx, Reply, WarehouseView};
 
 /// The mounts this request may see (the proxy's Dataset restriction).
-fn visible<'c>(ctx: &Ctx<'_>, cat: &'c Catalog) -> Vec<&'c Mount> {
+fn visible<'c>(ctx: &Ctx<'_>, cat: &'c WarehouseView) -> Vec<&'c Mount> {
     cat.mounts
         .mounts()
         .iter()

@@ -4,14 +4,14 @@
 use crate::dataset::Mount;
 use crate::error::Error;
 use crate::formats::ExportFormat;
-use crate::web::server::{Catalog, Ctx, Reply};
+use crate::web::server::{Ctx, Reply, WarehouseView};
 
 use super::trajectory::{locate, read_documents, source_of};
 use super::{bad, not_found};
 
 pub(super) fn export(
     ctx: &mut Ctx<'_>,
-    cat: &Catalog,
+    cat: &WarehouseView,
     m: &Mount,
     doc: &str,
 ) -> Result<Reply, Error> {

@@ -11,9 +11,9 @@ use super::{bad, param_usize, public_text};
 use crate::dataset::Mount;
 use crate::error::Error;
 use crate::table::Table;
-use crate::web::server::{Catalog, Ctx, Reply};
+use crate::web::server::{Ctx, Reply, WarehouseView};
 
-pub(super) fn find(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply, Error> {
+pub(super) fn find(ctx: &mut Ctx<'_>, cat: &WarehouseView, m: &Mount) -> Result<Reply, Error> {
     use crate::find::{scope, search};
     let limits = ctx.state.config.limits;
     let q = ctx.param("q").unwrap_or("").to_string();
@@ -154,7 +154,7 @@ pub(super) fn find(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply,
 /// reading each Source with hits once.
 fn attach_fields(
     ctx: &Ctx<'_>,
-    cat: &Catalog,
+    cat: &WarehouseView,
     m: &Mount,
     hits: &[crate::find::exec::Hit],
     out: &mut [Value],

@@ -1,5 +1,5 @@
 //! The runs and trajectories listings of a mount: every row read once per
-//! Catalog generation, then sorted, filtered and paged per request.
+//! WarehouseView generation, then sorted, filtered and paged per request.
 
 use std::sync::Arc;
 
@@ -11,7 +11,7 @@ use super::{bad, check_cb, param_usize, timeout_error, truncate_chars};
 use crate::dataset::Mount;
 use crate::error::Error;
 use crate::table::Table;
-use crate::web::server::{Catalog, Ctx, Reply};
+use crate::web::server::{Ctx, Reply, WarehouseView};
 
 /// Columns of the trajectories list (the `trajectories` relation).
 const TRAJECTORY_COLUMNS: [&str; 21] = [
@@ -119,10 +119,10 @@ impl Listing {
     }
 }
 
-/// Every row of a listing of a mount (cached per Catalog generation).
+/// Every row of a listing of a mount (cached per WarehouseView generation).
 fn all_rows(
     ctx: &Ctx<'_>,
-    cat: &Catalog,
+    cat: &WarehouseView,
     m: &Mount,
     listing: Listing,
 ) -> Result<Arc<Vec<Value>>, Error> {
@@ -168,7 +168,7 @@ fn all_rows(
 /// Every trajectory row of a mount.
 pub(super) fn all_trajectories(
     ctx: &Ctx<'_>,
-    cat: &Catalog,
+    cat: &WarehouseView,
     m: &Mount,
 ) -> Result<Arc<Vec<Value>>, Error> {
     all_rows(ctx, cat, m, Listing::Trajectories)
@@ -178,7 +178,7 @@ pub(super) fn all_trajectories(
 /// by a case-insensitive substring (`q`).
 pub(super) fn list(
     ctx: &Ctx<'_>,
-    cat: &Catalog,
+    cat: &WarehouseView,
     m: &Mount,
     listing: Listing,
 ) -> Result<Reply, Error> {
@@ -266,10 +266,10 @@ pub(super) fn list(
 }
 
 /// Row positions of `all` sorted by `sort` (ties by Source and position),
-/// cached per Catalog generation.
+/// cached per WarehouseView generation.
 fn sorted_order(
     ctx: &Ctx<'_>,
-    cat: &Catalog,
+    cat: &WarehouseView,
     m: &Mount,
     listing: Listing,
     all: &[Value],

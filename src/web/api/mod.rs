@@ -15,7 +15,7 @@ mod trajectory;
 
 pub use cache::DocCache;
 
-use super::server::{Catalog, Ctx, Reply};
+use super::server::{Ctx, Reply, WarehouseView};
 use super::WebError;
 use crate::dataset::Mount;
 use crate::error::Error;
@@ -104,7 +104,7 @@ fn bad(message: impl Into<String>) -> Error {
 }
 
 /// The mount named `name`, after the proxy's Dataset restriction.
-fn dataset<'c>(ctx: &mut Ctx<'_>, cat: &'c Catalog, name: &str) -> Result<&'c Mount, Error> {
+fn dataset<'c>(ctx: &mut Ctx<'_>, cat: &'c WarehouseView, name: &str) -> Result<&'c Mount, Error> {
     let shown = crate::util::text::escape_control(name).into_owned();
     let shown: String = shown.chars().take(80).collect();
     if let Some(only) = &ctx.dataset_restriction {

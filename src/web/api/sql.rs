@@ -12,10 +12,10 @@ use crate::dataset::{Mount, Mounts};
 use crate::error::Error;
 use crate::render::cell_json;
 use crate::sql::SqlError;
-use crate::web::server::{Catalog, Ctx, Reply};
+use crate::web::server::{Ctx, Reply, WarehouseView};
 use crate::web::WebError;
 
-pub(super) fn summary(ctx: &Ctx<'_>, cat: &Catalog, m: &Mount) -> Result<Reply, Error> {
+pub(super) fn summary(ctx: &Ctx<'_>, cat: &WarehouseView, m: &Mount) -> Result<Reply, Error> {
     let schema = quote_ident(&m.name);
     let by_model = format!(
         "SELECT model_name, count(*) AS steps, sum(prompt_tokens) AS prompt_tokens, \

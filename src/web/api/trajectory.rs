@@ -18,7 +18,7 @@ use crate::error::Error;
 use crate::formats::model::Storyline;
 use crate::sql::SqlError;
 use crate::table::Table;
-use crate::web::server::{Catalog, Ctx, Reply};
+use crate::web::server::{Ctx, Reply, WarehouseView};
 use crate::web::WebError;
 
 /// Longest text of a field in a page of steps (the full text is one
@@ -99,7 +99,7 @@ const CALL_COLUMNS: [&str; 14] = [
 /// include `storage_ordinal`.
 pub(super) fn rows_for_docs(
     ctx: &Ctx<'_>,
-    cat: &Catalog,
+    cat: &WarehouseView,
     m: &Mount,
     table: Table,
     cols: &[&str],
@@ -144,7 +144,7 @@ pub(super) fn rows_for_docs(
 /// Returns the Source path and the document's `trajectories` row.
 pub(super) fn locate(
     ctx: &mut Ctx<'_>,
-    cat: &Catalog,
+    cat: &WarehouseView,
     m: &Mount,
     doc: &str,
 ) -> Result<(String, Value), Error> {
@@ -226,7 +226,7 @@ pub(super) fn locate(
 /// (Lance filter); a file is decoded once for both tables.
 fn read_doc_tables(
     ctx: &Ctx<'_>,
-    cat: &Catalog,
+    cat: &WarehouseView,
     m: &Mount,
     source: &str,
     doc: i64,
@@ -310,7 +310,12 @@ fn column_indices(table: Table, names: &[&str]) -> Result<Vec<usize>, Error> {
         .collect()
 }
 
-fn load_doc(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount, doc: &str) -> Result<Arc<Doc>, Error> {
+fn load_doc(
+    ctx: &mut Ctx<'_>,
+    cat: &WarehouseView,
+    m: &Mount,
+    doc: &str,
+) -> Result<Arc<Doc>, Error> {
     let (source, summary) = locate(ctx, cat, m, doc)?;
     let ordinal = summary["storage_ordinal"].as_i64().unwrap_or(-1);
     let key = DocKey {
@@ -366,7 +371,7 @@ fn load_doc(ctx: &mut Ctx<'_>, cat: &Catalog, m: &Mount, doc: &str) -> Result<Ar
 
 pub(super) fn trajectory(
     ctx: &mut Ctx<'_>,
-    cat: &Catalog,
+    cat: &WarehouseView,
     m: &Mount,
     doc: &str,
 ) -> Result<Reply, Error> {
@@ -471,7 +476,7 @@ fn step_json(d: &Doc, index: usize, limit: Option<usize>) -> Value {
 
 pub(super) fn steps_page(
     ctx: &mut Ctx<'_>,
-    cat: &Catalog,
+    cat: &WarehouseView,
     m: &Mount,
     doc: &str,
 ) -> Result<Reply, Error> {
@@ -499,7 +504,7 @@ pub(super) fn steps_page(
 
 pub(super) fn step_detail(
     ctx: &mut Ctx<'_>,
-    cat: &Catalog,
+    cat: &WarehouseView,
     m: &Mount,
     doc: &str,
     index: &str,
