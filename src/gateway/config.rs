@@ -140,7 +140,10 @@ impl std::fmt::Debug for Route {
             .field("upstream", &self.upstream)
             .field("upstream_host", &self.upstream_host)
             .field("api_key_env", &self.api_key_env)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field(
+                "api_key",
+                &self.api_key.as_ref().map(|_| crate::util::redact::REDACTED),
+            )
             .field("forward", &self.forward)
             .finish()
     }
