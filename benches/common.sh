@@ -35,7 +35,9 @@ build_release() {
         --config "target.x86_64-unknown-linux-gnu.rustflags=['-C','target-feature=+crt-static']" \
         --example gen_corpus --example mock_upstream >&2)
   fi
-  PC="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/pchronicle"
+  # PCHRONICLE_BENCH_BIN measures another build of pchronicle (for example
+  # one made with a different release profile) against the same corpora.
+  PC="${PCHRONICLE_BENCH_BIN:-$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/pchronicle}"
   GEN="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/examples/gen_corpus"
   export PC GEN
 }

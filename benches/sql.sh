@@ -31,13 +31,15 @@ export_parquet() { # NAME SQL DUCKDB-COLUMN-TYPES
 }
 export_parquet steps "SELECT source_path, document_id, run_id, session_id, step_id, step_source, model_name, prompt_tokens, completion_tokens, cost_usd, extra FROM steps" \
   "source_path: 'VARCHAR', document_id: 'VARCHAR', run_id: 'VARCHAR', session_id: 'VARCHAR', step_id: 'BIGINT', step_source: 'VARCHAR', model_name: 'VARCHAR', prompt_tokens: 'BIGINT', completion_tokens: 'BIGINT', cost_usd: 'DOUBLE', extra: 'VARCHAR'"
-export_parquet runs "SELECT source_path, document_id, run_id, session_id, agent_name, agent_version, agent_model_name FROM runs" \
+# One row per trajectory document (`runs` has one row per Run).
+export_parquet runs "SELECT source_path, document_id, run_id, session_id, agent_name, agent_version, agent_model_name FROM trajectories" \
   "source_path: 'VARCHAR', document_id: 'VARCHAR', run_id: 'VARCHAR', session_id: 'VARCHAR', agent_name: 'VARCHAR', agent_version: 'VARCHAR', agent_model_name: 'VARCHAR'"
 STEPS_N=$(duckdb -noheader -list -c "SELECT count(*) FROM '$WORK/steps.parquet'")
 P_STEPS="'$WORK/steps.parquet'"
 P_RUNS="'$WORK/runs.parquet'"
 
-# name | SQL with {steps} and {runs} placeholders
+# name | SQL with {steps} and {runs} placeholders ({runs}: one row per
+# trajectory document, our `trajectories`)
 QUERIES=(
   "(a) steps by agent|SELECT r.agent_name, count(*) AS steps FROM {steps} s JOIN {runs} r ON s.source_path = r.source_path AND s.document_id = r.document_id GROUP BY r.agent_name ORDER BY steps DESC"
   "(b) tokens and cost by model|SELECT model_name, sum(prompt_tokens) AS p, sum(completion_tokens) AS c, sum(cost_usd) AS usd FROM {steps} GROUP BY model_name ORDER BY usd DESC"
@@ -55,7 +57,7 @@ echo "| Query | pchronicle | DuckDB | ratio | pchronicle RSS | DuckDB RSS | rows
 echo "|---|---:|---:|---:|---:|---:|:---:|"
 for q in "${QUERIES[@]}"; do
   IFS='|' read -r name sql <<< "$q"
-  ours="${sql//\{steps\}/steps}"; ours="${ours//\{runs\}/runs}"
+  ours="${sql//\{steps\}/steps}"; ours="${ours//\{runs\}/trajectories}"
   theirs="${sql//\{steps\}/$P_STEPS}"; theirs="${theirs//\{runs\}/$P_RUNS}"
   printf '%s' "$ours" > "$OUT/ours.sql"
   printf '%s;' "$theirs" > "$OUT/theirs.sql"
