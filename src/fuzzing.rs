@@ -1,5 +1,5 @@
 //! The properties the fuzz targets check (one function per target in
-//! `fuzz/fuzz_targets/`). `tests/fuzz_corpus.rs` runs every input kept under
+//! `fuzz/fuzz_targets/`). `tests/it/fuzz_corpus.rs` runs every input kept under
 //! `fuzz/corpus/` and `fuzz/regressions/` through the same functions, so a
 //! crasher once found stays fixed in the ordinary test suite.
 //!
