@@ -7,10 +7,13 @@
 //! the comparison, its elements are tried (lax mode): `$.tags = "x"` matches
 //! `{"tags": ["x", "y"]}`.
 
+use std::ops::Bound;
+
 use serde_json::Value;
 
 use super::ast::{CmpOp, JsonValue};
 use super::FindError;
+use crate::fts::{number_is_exact, LeafTest};
 use crate::util::jsonpath::{self, lookup, Indexes, PathStep};
 
 /// Parse `$…` with `find`'s index rule (digits only, from 0).
@@ -44,6 +47,30 @@ impl Predicate {
             path: parse_path(path)?,
             op,
             value,
+        })
+    }
+
+    /// The same comparison as a lookup of indexed JSON leaves
+    /// ([`crate::fts::LeafTest`]), when one gives exactly [`Predicate::eval`]'s
+    /// answer: `=` and the range operators, but not `!=` (it also holds on
+    /// arrays and on values of other types), nor `=` on an integer of
+    /// magnitude 2^53 or more (leaves compare numbers as `f64`).
+    pub fn leaf_test(&self) -> Option<LeafTest> {
+        if self.path.iter().any(|s| matches!(s, PathStep::FromEnd(_))) {
+            return None;
+        }
+        let num = || self.value.as_f64();
+        Some(match self.op {
+            CmpOp::Eq => match &self.value {
+                Value::Number(n) if !number_is_exact(n) => return None,
+                Value::Array(_) | Value::Object(_) => return None,
+                v => LeafTest::Eq(v.clone()),
+            },
+            CmpOp::Ne => return None,
+            CmpOp::Gt => LeafTest::Range(Bound::Excluded(num()?), Bound::Unbounded),
+            CmpOp::Ge => LeafTest::Range(Bound::Included(num()?), Bound::Unbounded),
+            CmpOp::Lt => LeafTest::Range(Bound::Unbounded, Bound::Excluded(num()?)),
+            CmpOp::Le => LeafTest::Range(Bound::Unbounded, Bound::Included(num()?)),
         })
     }
 

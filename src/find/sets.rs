@@ -4,7 +4,9 @@
 //! candidates child by child, OR unions what each child adds to what the
 //! children before it matched, NOT subtracts; And/Or nodes are n-ary and
 //! folded iteratively, so thousands of terms never nest. JSON leaves are
-//! only evaluated on the candidates that reach them, once per distinct cell
+//! looked up among the cells' indexed leaves where the comparison allows
+//! it; otherwise (and for cells the index did not break into leaves) they
+//! are evaluated on the candidates that reach them, once per distinct cell
 //! value of the segment.
 
 use std::collections::HashMap;
@@ -15,13 +17,15 @@ use super::compile::Node;
 use super::exec::Deadline;
 use super::predicate::Predicate;
 use super::FindError;
-use crate::fts::{DocId, DocSet, JsonCells, JSON_COLUMNS};
+use crate::fts::{DocId, DocSet, JsonCells, Segment, JSON_COLUMNS};
 
 /// The evaluation state of one segment.
 pub struct SegmentSets<'a> {
     /// The set each text leaf matches, by leaf number.
     text: Vec<DocSet>,
-    cells: JsonCells<'a>,
+    segment: Segment<'a>,
+    /// Opened when a JSON cell has to be read.
+    cells: Option<JsonCells<'a>>,
     /// JSON cells read from the document store, parsed.
     json: HashMap<DocId, Vec<Option<Value>>>,
     /// Predicate results per (predicate, column, dictionary ordinal):
@@ -33,15 +37,23 @@ pub struct SegmentSets<'a> {
 
 impl<'a> SegmentSets<'a> {
     /// State for a segment whose text leaves matched `text`.
-    pub fn new(text: Vec<DocSet>, cells: JsonCells<'a>, deadline: Deadline) -> SegmentSets<'a> {
+    pub fn new(text: Vec<DocSet>, segment: Segment<'a>, deadline: Deadline) -> SegmentSets<'a> {
         SegmentSets {
             text,
-            cells,
+            segment,
+            cells: None,
             json: HashMap::new(),
             memo: HashMap::new(),
             deadline,
             evaluated: 0,
         }
+    }
+
+    fn cells(&mut self) -> Result<&JsonCells<'a>, FindError> {
+        if self.cells.is_none() {
+            self.cells = Some(self.segment.json_cells()?);
+        }
+        Ok(self.cells.as_ref().expect("opened above"))
     }
 
     fn json_of(&mut self, d: DocId) -> Result<&Vec<Option<Value>>, FindError> {
@@ -50,7 +62,7 @@ impl<'a> SegmentSets<'a> {
             if self.evaluated.is_multiple_of(4096) {
                 self.deadline.check()?;
             }
-            let step = self.cells.document(d)?;
+            let step = self.cells()?.document(d)?;
             let vals = (0..JSON_COLUMNS.len())
                 .map(|c| {
                     step.json(c)
@@ -76,16 +88,17 @@ impl<'a> SegmentSets<'a> {
         const FALSE: u8 = 0;
         const TRUE: u8 = 1;
         const IN_STORE: u8 = 2;
-        if !self.cells.has_column(c) {
+        if !self.cells()?.has_column(c) {
             return Ok(());
         }
+        let cells = self.cells.as_ref().expect("opened above");
         let pkey = std::ptr::from_ref(p) as usize;
         let mut need: Vec<(DocId, u64)> = Vec::new();
         for d in cand.iter() {
             if out.contains(d) {
                 continue;
             }
-            if let Some(o) = self.cells.ordinal(c, d) {
+            if let Some(o) = cells.ordinal(c, d) {
                 need.push((d, o));
             }
         }
@@ -99,7 +112,7 @@ impl<'a> SegmentSets<'a> {
         let mut results = Vec::with_capacity(ords.len());
         let mut failed = None;
         let deadline = self.deadline;
-        self.cells.values(c, &ords, |cell| {
+        cells.values(c, &ords, |cell| {
             if failed.is_some() {
                 return;
             }
@@ -150,8 +163,27 @@ impl<'a> SegmentSets<'a> {
             }
             Node::Json(cols, p) => {
                 let mut b = DocSet::empty(cand.universe());
+                let test = p.leaf_test();
                 for &c in cols {
-                    self.json_column(p, c, cand, &mut b)?;
+                    let Some(test) = &test else {
+                        self.json_column(p, c, cand, &mut b)?;
+                        continue;
+                    };
+                    // Indexed leaves answer for most cells; the cells the
+                    // index could not break into leaves are read.
+                    let mut hit = self
+                        .segment
+                        .matching(&self.segment.json_query(c, &p.path, test))?;
+                    hit.and(cand);
+                    b.or(&hit);
+                    let mut rest = self
+                        .segment
+                        .matching(&self.segment.json_unindexed_query(c))?;
+                    rest.and(cand);
+                    rest.minus(&b);
+                    if !rest.is_empty() {
+                        self.json_column(p, c, &rest, &mut b)?;
+                    }
                 }
                 b
             }

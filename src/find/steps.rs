@@ -81,7 +81,7 @@ pub fn search_steps(
                         .iter()
                         .map(|q| seg.matching(q))
                         .collect::<Result<Vec<_>, _>>()?;
-                    SegmentSets::new(text, seg.json_cells()?, deadline).eval(n, &cand)?
+                    SegmentSets::new(text, seg, deadline).eval(n, &cand)?
                 }
             };
             if result.is_empty() {

@@ -6,7 +6,9 @@
 //! - **Schema and analyzer.** One tantivy document per step: identity keys,
 //!   the five text columns ([`TEXT_COLUMNS`]) analysed by the `jieba`
 //!   tokenizer ([`tokens`], [`TOKENIZER_NAME`]), and the JSON columns
-//!   ([`JSON_COLUMNS`]) stored and kept as dictionary-encoded fast columns.
+//!   ([`JSON_COLUMNS`]) stored, kept as dictionary-encoded fast columns,
+//!   and indexed leaf by leaf under their paths (`json_leaves`), so a
+//!   comparison on a JSON value is a term or range lookup.
 //! - **Directories.** [`Index::open`], [`Index::create`],
 //!   [`Index::create_in_memory`], and the [`IndexMeta`] file that records
 //!   what an index covers ([`INDEX_VERSION`], [`META_FILE`]).
@@ -32,6 +34,7 @@
 
 mod docset;
 mod index;
+mod json_leaves;
 mod schema;
 mod search;
 mod tokenize;
@@ -39,6 +42,7 @@ mod writer;
 
 pub use docset::{DocId, DocSet};
 pub use index::{Index, IndexMeta, INDEX_VERSION, META_FILE};
+pub use json_leaves::{number_is_exact, LeafTest};
 pub use schema::{
     document_of, step_order, BUILD_COLUMNS, CALL_OUTPUT_COLUMN, JSON_COLUMNS, JSON_FAST_MAX_BYTES,
     TEXT_COLUMNS,

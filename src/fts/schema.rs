@@ -64,6 +64,9 @@ pub(crate) struct Fields {
     /// The same JSON cells as dictionary-encoded fast columns (`<name>_fast`;
     /// [`JSON_IN_STORE`] for cells above [`JSON_FAST_MAX_BYTES`]).
     pub json_fast: [Field; 2],
+    /// The leaves of the JSON cells by path (raw terms, see
+    /// [`super::json_leaves`]).
+    pub json_leaf: Field,
 }
 
 impl Fields {
@@ -93,6 +96,7 @@ impl Fields {
         let json = JSON_COLUMNS.map(|c| b.add_text_field(c, STORED));
         let fast = TextOptions::default().set_fast("raw");
         let json_fast = JSON_COLUMNS.map(|c| b.add_text_field(&format!("{c}_fast"), fast.clone()));
+        let json_leaf = b.add_text_field("json_leaf", STRING);
         Fields {
             schema: b.build(),
             src,
@@ -108,6 +112,7 @@ impl Fields {
             text,
             json,
             json_fast,
+            json_leaf,
         }
     }
 
@@ -138,6 +143,7 @@ impl Fields {
                 f(&format!("{}_fast", JSON_COLUMNS[0]))?,
                 f(&format!("{}_fast", JSON_COLUMNS[1]))?,
             ],
+            json_leaf: f("json_leaf")?,
         })
     }
 }

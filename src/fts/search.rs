@@ -3,14 +3,20 @@
 //! column dictionary and document store), the first steps of a result in
 //! Source order, and the stored fields of a step.
 
+use std::ops::Bound;
+
 use tantivy::columnar::StrColumn;
-use tantivy::query::{BooleanQuery, EnableScoring, PhraseQuery, Query as _, TermQuery};
+use tantivy::query::{
+    BooleanQuery, EmptyQuery, EnableScoring, PhraseQuery, Query as _, RangeQuery, TermQuery,
+};
 use tantivy::schema::{Field, IndexRecordOption, Value as _};
 use tantivy::{DocAddress, SegmentReader, TantivyDocument, Term};
 
 use super::docset::{DocId, DocSet};
+use super::json_leaves::{self, LeafTest};
 use super::schema::{Fields, JSON_IN_STORE};
 use super::FtsError;
+use crate::util::jsonpath::PathStep;
 
 /// A query bound to the fields of the [`Searcher`] that built it.
 pub struct Query(Box<dyn tantivy::query::Query>);
@@ -98,6 +104,31 @@ impl Searcher {
         })
     }
 
+    /// Steps whose cell of JSON column `column` ([`JSON_COLUMNS`](super::JSON_COLUMNS)
+    /// index) has a leaf at `path` that passes `test` (see
+    /// [`super::json_leaves`]). Cells the index could not break into leaves
+    /// are not among them: [`Searcher::json_unindexed_query`] names those.
+    pub fn json_query(&self, column: usize, path: &[PathStep], test: &LeafTest) -> Query {
+        let f = self.fields.json_leaf;
+        Query(match json_leaves::test_bounds(column, path, test) {
+            None => Box::new(EmptyQuery),
+            Some((Bound::Included(lo), Bound::Included(hi))) if lo == hi => term_query(f, &lo),
+            Some((lo, hi)) => {
+                let term = |b: Bound<String>| b.map(|t| Term::from_field_text(f, &t));
+                Box::new(RangeQuery::new(term(lo), term(hi)))
+            }
+        })
+    }
+
+    /// Steps whose cell of JSON column `column` was not broken into leaves
+    /// (too many, or too long): a search evaluates those cells itself.
+    pub fn json_unindexed_query(&self, column: usize) -> Query {
+        Query(term_query(
+            self.fields.json_leaf,
+            &json_leaves::unindexed_term(column),
+        ))
+    }
+
     /// Steps with every key given; `None` when no key is.
     pub fn keys_query(&self, keys: &Keys<'_>) -> Option<Query> {
         let f = &self.fields;
@@ -149,6 +180,7 @@ impl Searcher {
 }
 
 /// One segment of a [`Searcher`].
+#[derive(Clone, Copy)]
 pub struct Segment<'a> {
     searcher: &'a Searcher,
     ordinal: u32,
@@ -180,6 +212,16 @@ impl<'a> Segment<'a> {
             }
         }
         set
+    }
+
+    /// [`Searcher::json_query`] of this segment's searcher.
+    pub fn json_query(&self, column: usize, path: &[PathStep], test: &LeafTest) -> Query {
+        self.searcher.json_query(column, path, test)
+    }
+
+    /// [`Searcher::json_unindexed_query`] of this segment's searcher.
+    pub fn json_unindexed_query(&self, column: usize) -> Query {
+        self.searcher.json_unindexed_query(column)
     }
 
     /// The documents `q` matches (deleted ones included: intersect with

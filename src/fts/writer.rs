@@ -148,6 +148,9 @@ impl Writer {
                         v
                     };
                     d.add_text(f.json_fast[i], fast);
+                    for t in super::json_leaves::cell_terms(i, v) {
+                        d.add_text(f.json_leaf, t);
+                    }
                 }
             }
             self.writer.add_document(d)?;

@@ -418,8 +418,17 @@ fn shipped_fixtures_hit_sets_equal_the_reference() {
 /// Compare every expression's hits with the reference over `all`; returns
 /// how many expressions matched some rows but not all.
 fn hit_sets_equal_the_reference(m: &Mounts, cache: &Path, all: &[Row]) -> usize {
+    expressions_equal_the_reference(m, cache, all, EXPRESSIONS)
+}
+
+fn expressions_equal_the_reference(
+    m: &Mounts,
+    cache: &Path,
+    all: &[Row],
+    expressions: &[&str],
+) -> usize {
     let mut informative = 0;
-    for text in EXPRESSIONS {
+    for text in expressions {
         let e = parse_match_expression(text).unwrap();
         let mut want: Vec<Key> = all
             .iter()
@@ -596,4 +605,110 @@ fn maintained_stores_keep_their_own_index() {
     assert!(p.fts_available, "{:?}", p.reason);
     assert_eq!(p.report.reused_sources, 1);
     hit_sets_equal_the_reference(&m, &tmp.path().join("cache"), &after);
+}
+
+/// JSON comparisons are answered from leaves indexed by path; on cells with
+/// every shape JSON allows, the hits equal the row-by-row evaluation: lax
+/// arrays, `2` = `2.0` but not `"2"`, negative zero, integers beyond 2^53,
+/// keys that need quoting, deep paths, null and booleans, and cells too
+/// large or too long to be broken into leaves (evaluated from the store).
+#[test]
+fn json_comparisons_from_indexed_leaves_equal_the_reference() {
+    use serde_json::json;
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    corpus(&data, 6, "atif", 51);
+    let long = "L".repeat(600);
+    let many: Vec<u64> = (0..5000).collect();
+    let cells = [
+        json!({"p": 2, "tags": ["x", "y"]}),
+        json!({"p": 2.0, "tags": "x"}),
+        json!({"p": "2", "tags": [["x"], {"k": "x"}]}),
+        json!({"p": [1, 3, "4"], "n": null}),
+        json!({"p": -0.0, "big": 9_007_199_254_740_993_u64, "t": true}),
+        json!({"p": 1e300, "big": 9_007_199_254_740_992_u64, "t": false}),
+        json!({"weird key.x": {"a b": [0, {"c": 5}]}, "p": -3}),
+        json!({"long": long, "p": 2}),
+        json!({"many": many, "p": 7}),
+        json!({"p": null, "nested": {"deep": {"deeper": [{"x": 1}, {"x": 2}]}}}),
+        json!({"u": u64::MAX, "p": 2.5}),
+        json!({"p": -1e-300, "tags": []}),
+        json!({}),
+    ];
+    let mut k = 0usize;
+    for e in walk(&data) {
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&e).unwrap()).unwrap();
+        for step in v["steps"].as_array_mut().unwrap() {
+            step["extra"] = cells[k % cells.len()].clone();
+            if step.get("metrics").is_some() {
+                step["metrics"]["extra"] = cells[(k + 5) % cells.len()].clone();
+            }
+            k += 1;
+        }
+        std::fs::write(&e, serde_json::to_vec(&v).unwrap()).unwrap();
+    }
+    let m = mounts(&data);
+    let all = rows(&m, true);
+    assert!(
+        all.iter().any(|r| r.json[1] == Some(cells[8].clone())),
+        "the cells did not reach the steps relation"
+    );
+    let long_eq = format!("$.long = \"{long}\"");
+    let exprs = [
+        "$.p = 2",
+        "$.p >= 2",
+        "$.p > 2",
+        "$.p < 0",
+        "$.p <= -3",
+        "$.p = \"2\"",
+        "$.p != 2",
+        "$.p = 0",
+        "$.p = 2.5",
+        "$.p >= 1e300",
+        "$.p = null",
+        "$.p = 4",
+        "$.p = \"4\"",
+        "$.tags = \"x\"",
+        "$.tags[0] = \"x\"",
+        "$.tags[1].k = \"x\"",
+        "$.n = null",
+        "$.t = true",
+        "$.t = false",
+        "$.big = 9007199254740993",
+        "$.big = 9007199254740992",
+        "$.big > 9007199254740992",
+        "$.u > 1",
+        "#json.extra(\"$[\\\"weird key.x\\\"][\\\"a b\\\"][1].c\") = 5",
+        "#json.extra(\"$[\\\"weird key.x\\\"][\\\"a b\\\"]\") = 0",
+        &long_eq,
+        "$.many = 4999",
+        "$.many[4999] >= 4999",
+        "$.nested.deep.deeper[1].x = 2",
+        "$.extra.p = 2",
+        "#json.metrics(\"$.extra.p\") >= 2",
+        "#json.metrics(\"$.prompt_tokens\") > 2000",
+        "$.p = 2 OR $.t = true",
+        "NOT $.p = 2",
+        "timeout AND $.p >= 2",
+        "NOT timeout AND $.tags = \"x\"",
+    ];
+    let informative = expressions_equal_the_reference(&m, &tmp.path().join("cache"), &all, &exprs);
+    assert!(
+        informative >= exprs.len() - 2,
+        "only {informative} informative"
+    );
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else if p.extension().is_some_and(|x| x == "json") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
 }
