@@ -32,7 +32,7 @@ build_release() {
     # test-only corpus feature, so it is built apart).
     (cd "$ROOT" && cargo static >&2 \
       && cargo build --release --locked --target x86_64-unknown-linux-gnu \
-        --config "target.x86_64-unknown-linux-gnu.rustflags=['-C','target-feature=+crt-static']" \
+        --config "target.x86_64-unknown-linux-gnu.rustflags=['-C','target-feature=+crt-static','-C','relocation-model=static']" \
         --example gen_corpus --example mock_upstream >&2)
   fi
   # PCHRONICLE_BENCH_BIN measures another build of pchronicle (for example

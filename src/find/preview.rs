@@ -77,6 +77,10 @@ pub fn run_preview(
 /// good place to cut; it does not re-run the analyzer.)
 pub fn locate(text: &str, terms: &[(usize, String)]) -> Option<usize> {
     let first = &terms.first()?.1;
+    if text.is_ascii() {
+        // ASCII lower-casing keeps every byte where it was.
+        return text.to_ascii_lowercase().find(first.as_str());
+    }
     let mut lower = String::with_capacity(text.len());
     let mut map = Vec::with_capacity(text.len());
     for (i, c) in text.char_indices() {
@@ -143,5 +147,14 @@ mod tests {
         );
         assert!(e.chars().count() <= PREVIEW_CHARS + 2);
         assert_eq!(excerpt("line1\n\nline2", 0), "line1 line2");
+    }
+
+    #[test]
+    fn located_in_lower_case() {
+        let t = |s: &str| vec![(0, s.to_string())];
+        assert_eq!(locate("a Traceback (most", &t("traceback")), Some(2));
+        assert_eq!(locate("ÄÖ Traceback", &t("traceback")), Some(5));
+        assert_eq!(locate("İİ 超时", &t("超时")), Some(5));
+        assert_eq!(locate("no match", &t("超时")), None);
     }
 }

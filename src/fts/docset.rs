@@ -20,6 +20,18 @@ impl DocSet {
         }
     }
 
+    /// The set of every id in `0..len`.
+    pub fn full(len: u32) -> DocSet {
+        let mut words = vec![u64::MAX; (len as usize).div_ceil(64)];
+        if let Some(last) = words.last_mut() {
+            let tail = len % 64;
+            if tail != 0 {
+                *last = (1 << tail) - 1;
+            }
+        }
+        DocSet { words, len }
+    }
+
     /// The number of ids the set ranges over (not its count).
     pub fn universe(&self) -> u32 {
         self.len
@@ -104,5 +116,10 @@ mod tests {
         x.and(&b);
         assert_eq!(x.iter().collect::<Vec<_>>(), [5, 129]);
         assert!(x.contains(129) && !x.contains(0));
+        for n in [0, 1, 63, 64, 65, 130] {
+            let full = DocSet::full(n);
+            assert_eq!(full.count(), u64::from(n));
+            assert_eq!(full.iter().last(), n.checked_sub(1));
+        }
     }
 }

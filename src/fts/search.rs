@@ -6,9 +6,7 @@
 use std::ops::Bound;
 
 use tantivy::columnar::StrColumn;
-use tantivy::query::{
-    BooleanQuery, EmptyQuery, EnableScoring, PhraseQuery, Query as _, RangeQuery, TermQuery,
-};
+use tantivy::query::{EmptyQuery, EnableScoring, PhraseQuery, RangeQuery, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption, Value as _};
 use tantivy::{DocAddress, SegmentReader, TantivyDocument, Term};
 
@@ -19,7 +17,19 @@ use super::FtsError;
 use crate::util::jsonpath::PathStep;
 
 /// A query bound to the fields of the [`Searcher`] that built it.
-pub struct Query(Box<dyn tantivy::query::Query>);
+///
+/// Unions and intersections are kept as a tree and combined as bitsets per
+/// segment ([`Segment::matching`]): each leaf's postings are read straight
+/// into a [`DocSet`], which is cheaper than merging posting lists through
+/// tantivy's boolean scorers when, as here, every match is wanted and none
+/// is scored.
+pub struct Query(Node);
+
+enum Node {
+    Leaf(Box<dyn tantivy::query::Query>),
+    Any(Vec<Node>),
+    All(Vec<Node>),
+}
 
 /// Exact identity keys; the steps with every given key match.
 #[derive(Debug, Clone, Copy, Default)]
@@ -74,11 +84,11 @@ impl Searcher {
         role: Option<&str>,
         terms: &[(usize, String)],
     ) -> Query {
-        let per_col: Vec<Box<dyn tantivy::query::Query>> = columns
+        let per_col: Vec<Node> = columns
             .iter()
-            .map(|&c| -> Box<dyn tantivy::query::Query> {
+            .map(|&c| {
                 let f = self.fields.text[c];
-                if terms.len() == 1 {
+                Node::Leaf(if terms.len() == 1 {
                     term_query(f, &terms[0].1)
                 } else {
                     Box::new(PhraseQuery::new_with_offset(
@@ -87,20 +97,13 @@ impl Searcher {
                             .map(|(o, t)| (*o, Term::from_field_text(f, t)))
                             .collect(),
                     ))
-                }
+                })
             })
             .collect();
-        let q: Box<dyn tantivy::query::Query> = if per_col.len() == 1 {
-            per_col.into_iter().next().expect("one")
-        } else {
-            Box::new(BooleanQuery::union(per_col))
-        };
+        let q = Node::Any(per_col);
         Query(match role {
             None => q,
-            Some(r) => Box::new(BooleanQuery::intersection(vec![
-                q,
-                term_query(self.fields.role, r),
-            ])),
+            Some(r) => Node::All(vec![q, Node::Leaf(term_query(self.fields.role, r))]),
         })
     }
 
@@ -110,29 +113,31 @@ impl Searcher {
     /// are not among them: [`Searcher::json_unindexed_query`] names those.
     pub fn json_query(&self, column: usize, path: &[PathStep], test: &LeafTest) -> Query {
         let f = self.fields.json_leaf;
-        Query(match json_leaves::test_bounds(column, path, test) {
-            None => Box::new(EmptyQuery),
-            Some((Bound::Included(lo), Bound::Included(hi))) if lo == hi => term_query(f, &lo),
-            Some((lo, hi)) => {
-                let term = |b: Bound<String>| b.map(|t| Term::from_field_text(f, &t));
-                Box::new(RangeQuery::new(term(lo), term(hi)))
-            }
-        })
+        Query(Node::Leaf(
+            match json_leaves::test_bounds(column, path, test) {
+                None => Box::new(EmptyQuery),
+                Some((Bound::Included(lo), Bound::Included(hi))) if lo == hi => term_query(f, &lo),
+                Some((lo, hi)) => {
+                    let term = |b: Bound<String>| b.map(|t| Term::from_field_text(f, &t));
+                    Box::new(RangeQuery::new(term(lo), term(hi)))
+                }
+            },
+        ))
     }
 
     /// Steps whose cell of JSON column `column` was not broken into leaves
     /// (too many, or too long): a search evaluates those cells itself.
     pub fn json_unindexed_query(&self, column: usize) -> Query {
-        Query(term_query(
+        Query(Node::Leaf(term_query(
             self.fields.json_leaf,
             &json_leaves::unindexed_term(column),
-        ))
+        )))
     }
 
     /// Steps with every key given; `None` when no key is.
     pub fn keys_query(&self, keys: &Keys<'_>) -> Option<Query> {
         let f = &self.fields;
-        let mut parts: Vec<Box<dyn tantivy::query::Query>> = Vec::new();
+        let mut parts: Vec<Node> = Vec::new();
         for (field, v) in [
             (f.src, keys.source_path),
             (f.run, keys.run_id),
@@ -140,20 +145,16 @@ impl Searcher {
             (f.session, keys.session_id),
         ] {
             if let Some(v) = v {
-                parts.push(term_query(field, v));
+                parts.push(Node::Leaf(term_query(field, v)));
             }
         }
         if let Some(v) = keys.step_id {
-            parts.push(Box::new(TermQuery::new(
+            parts.push(Node::Leaf(Box::new(TermQuery::new(
                 Term::from_field_i64(f.step, v),
                 IndexRecordOption::Basic,
-            )));
+            ))));
         }
-        match parts.len() {
-            0 => None,
-            1 => parts.pop().map(Query),
-            _ => Some(Query(Box::new(BooleanQuery::intersection(parts)))),
-        }
+        (!parts.is_empty()).then(|| Query(Node::All(parts)))
     }
 
     /// The segments, in order.
@@ -196,20 +197,12 @@ impl<'a> Segment<'a> {
     /// The documents not deleted.
     pub fn alive(&self) -> DocSet {
         let max = self.reader.max_doc();
+        let Some(alive) = self.reader.alive_bitset() else {
+            return DocSet::full(max);
+        };
         let mut set = DocSet::empty(max);
-        match self.reader.alive_bitset() {
-            Some(alive) => {
-                for d in 0..max {
-                    if alive.is_alive(d) {
-                        set.insert(d);
-                    }
-                }
-            }
-            None => {
-                for d in 0..max {
-                    set.insert(d);
-                }
-            }
+        for d in alive.iter_alive() {
+            set.insert(d);
         }
         set
     }
@@ -227,16 +220,41 @@ impl<'a> Segment<'a> {
     /// The documents `q` matches (deleted ones included: intersect with
     /// [`Segment::alive`]).
     pub fn matching(&self, q: &Query) -> Result<DocSet, FtsError> {
-        let w = q.0.weight(EnableScoring::disabled_from_searcher(
-            &self.searcher.searcher,
-        ))?;
-        let mut set = DocSet::empty(self.reader.max_doc());
-        w.for_each_no_score(self.reader, &mut |docs| {
-            for d in docs {
-                set.insert(*d);
+        self.node_matching(&q.0)
+    }
+
+    fn node_matching(&self, n: &Node) -> Result<DocSet, FtsError> {
+        match n {
+            Node::Leaf(q) => {
+                let w = q.weight(EnableScoring::disabled_from_searcher(
+                    &self.searcher.searcher,
+                ))?;
+                let mut set = DocSet::empty(self.reader.max_doc());
+                w.for_each_no_score(self.reader, &mut |docs| {
+                    for d in docs {
+                        set.insert(*d);
+                    }
+                })?;
+                Ok(set)
             }
-        })?;
-        Ok(set)
+            Node::Any(parts) => {
+                let mut set = DocSet::empty(self.reader.max_doc());
+                for p in parts {
+                    set.or(&self.node_matching(p)?);
+                }
+                Ok(set)
+            }
+            Node::All(parts) => {
+                let mut set = DocSet::full(self.reader.max_doc());
+                for p in parts {
+                    if set.is_empty() {
+                        break;
+                    }
+                    set.and(&self.node_matching(p)?);
+                }
+                Ok(set)
+            }
+        }
     }
 
     /// The JSON cells of the segment.
@@ -262,27 +280,52 @@ impl<'a> Segment<'a> {
     /// The first `limit` documents of `result` by (Source, place in the
     /// Source), in no particular order.
     pub fn first(&self, result: &DocSet, limit: usize) -> Result<Ranking, FtsError> {
+        // Documents are ranked by (src term ordinal, ord). Keys are read a
+        // block of documents at a time, and the candidates are cut back to
+        // the first `limit` whenever they pile up, so memory stays
+        // O(limit + block) however many documents match.
+        const BLOCK: usize = 1024;
         let ords = self.reader.fast_fields().u64("ord")?;
         let sources = self.reader.fast_fields().str("src")?;
-        // Rank by (src term ordinal, ord), keep the first `limit`.
-        let mut steps: Vec<Ranked> = result
-            .iter()
-            .map(|d| Ranked {
-                source: sources
-                    .as_ref()
-                    .and_then(|c| c.term_ords(d).next())
-                    .unwrap_or(0),
-                ord: ords.first(d).unwrap_or(0),
+        let key = |r: &Ranked| (r.source, r.ord, r.at.doc);
+        let mut steps: Vec<Ranked> = Vec::new();
+        let mut docs: Vec<DocId> = Vec::with_capacity(BLOCK);
+        let mut src = vec![None; BLOCK];
+        let mut ord = vec![None; BLOCK];
+        let mut flush = |docs: &mut Vec<DocId>, steps: &mut Vec<Ranked>| {
+            let n = docs.len();
+            // `first_vals` leaves the slots of documents without a value
+            // as they were.
+            src[..n].fill(None);
+            ord[..n].fill(None);
+            if let Some(c) = &sources {
+                c.ords().first_vals(docs, &mut src[..n]);
+            }
+            ords.first_vals(docs, &mut ord[..n]);
+            steps.extend((0..n).map(|i| Ranked {
+                source: src[i].unwrap_or(0),
+                ord: ord[i].unwrap_or(0),
                 at: StepAddress {
                     segment: self.ordinal,
-                    doc: d,
+                    doc: docs[i],
                 },
-            })
-            .collect();
-        let keep = limit.min(steps.len());
-        if keep < steps.len() {
-            steps.select_nth_unstable_by_key(keep, |r| (r.source, r.ord, r.at.doc));
-            steps.truncate(keep);
+            }));
+            docs.clear();
+            if steps.len() > limit.max(BLOCK).saturating_mul(2) {
+                steps.select_nth_unstable_by_key(limit, key);
+                steps.truncate(limit);
+            }
+        };
+        for d in result.iter() {
+            docs.push(d);
+            if docs.len() == BLOCK {
+                flush(&mut docs, &mut steps);
+            }
+        }
+        flush(&mut docs, &mut steps);
+        if limit < steps.len() {
+            steps.select_nth_unstable_by_key(limit, key);
+            steps.truncate(limit);
         }
         Ok(Ranking { steps, sources })
     }

@@ -262,13 +262,19 @@ fn reference(e: &FindExpr, row: &Row) -> bool {
 }
 
 fn search(m: &Mounts, cache: &Path, expr: &FindExpr) -> (Vec<Key>, u64) {
+    search_first(m, cache, expr, usize::MAX / 2)
+}
+
+/// The first `max_results` hits in the order `find` gives them, and the
+/// total.
+fn search_first(m: &Mounts, cache: &Path, expr: &FindExpr, max_results: usize) -> (Vec<Key>, u64) {
     let p = prepare::prepare(m, "dataset", Some(cache), BuildPolicy::Build, &|_| {}).unwrap();
     assert!(p.fts_available, "{:?}", p.reason);
     let list = exec::search_steps(
         &p.indexes,
         Some(expr),
         &Identity::default(),
-        usize::MAX / 2,
+        max_results,
         Deadline {
             at: None,
             seconds: 0.0,
@@ -452,6 +458,28 @@ fn expressions_equal_the_reference(
         );
     }
     informative
+}
+
+/// With a bound on the results, the hits are the first of the whole hit
+/// list in Source order, and the total is unchanged, also when a segment
+/// holds many times more matches than are kept.
+#[test]
+fn bounded_results_are_the_first_in_source_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    corpus(&data, 400, "atif", 41);
+    let cache = tmp.path().join("cache");
+    let m = mounts(&data);
+    for text in ["NOT qqqzzzq", "超时 OR timeout", "#observation(root)"] {
+        let e = parse_match_expression(text).unwrap();
+        let (all, total) = search(&m, &cache, &e);
+        assert!(all.len() > 2500, "{text}: {} hits", all.len());
+        for n in [1, 7, 100, 2500] {
+            let (first, t) = search_first(&m, &cache, &e, n);
+            assert_eq!(t, total, "{text}: total with {n}");
+            assert_eq!(first, all[..n], "{text}: first {n}");
+        }
+    }
 }
 
 #[test]
