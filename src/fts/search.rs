@@ -5,9 +5,11 @@
 
 use std::ops::Bound;
 
+use rayon::prelude::*;
 use tantivy::columnar::StrColumn;
 use tantivy::query::{EmptyQuery, EnableScoring, PhraseQuery, RangeQuery, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption, Value as _};
+use tantivy::DocSet as _;
 use tantivy::{DocAddress, SegmentReader, TantivyDocument, Term};
 
 use super::docset::{DocId, DocSet};
@@ -27,6 +29,10 @@ pub struct Query(Node);
 
 enum Node {
     Leaf(Box<dyn tantivy::query::Query>),
+    /// A leaf that reads positions (a phrase): it costs far more per
+    /// document than a posting list, so large segments are split into
+    /// document ranges evaluated in parallel.
+    Positions(Box<dyn tantivy::query::Query>),
     Any(Vec<Node>),
     All(Vec<Node>),
 }
@@ -88,16 +94,16 @@ impl Searcher {
             .iter()
             .map(|&c| {
                 let f = self.fields.text[c];
-                Node::Leaf(if terms.len() == 1 {
-                    term_query(f, &terms[0].1)
+                if terms.len() == 1 {
+                    Node::Leaf(term_query(f, &terms[0].1))
                 } else {
-                    Box::new(PhraseQuery::new_with_offset(
+                    Node::Positions(Box::new(PhraseQuery::new_with_offset(
                         terms
                             .iter()
                             .map(|(o, t)| (*o, Term::from_field_text(f, t)))
                             .collect(),
-                    ))
-                })
+                    )))
+                }
             })
             .collect();
         let q = Node::Any(per_col);
@@ -226,15 +232,35 @@ impl<'a> Segment<'a> {
     fn node_matching(&self, n: &Node) -> Result<DocSet, FtsError> {
         match n {
             Node::Leaf(q) => {
-                let w = q.weight(EnableScoring::disabled_from_searcher(
-                    &self.searcher.searcher,
-                ))?;
+                let w = self.weight(q.as_ref())?;
                 let mut set = DocSet::empty(self.reader.max_doc());
                 w.for_each_no_score(self.reader, &mut |docs| {
                     for d in docs {
                         set.insert(*d);
                     }
                 })?;
+                Ok(set)
+            }
+            Node::Positions(q) => {
+                // Below this many documents a split saves nothing worth
+                // a hand-off between threads.
+                const SPLIT_DOCS: u32 = 2048;
+                let w = self.weight(q.as_ref())?;
+                let max = self.reader.max_doc();
+                let parts = if max < SPLIT_DOCS {
+                    1
+                } else {
+                    rayon::current_num_threads().clamp(1, 8) as u32
+                };
+                let width = max.div_ceil(parts);
+                let sets = (0..parts)
+                    .into_par_iter()
+                    .map(|i| self.range_matching(w.as_ref(), i * width, (i + 1) * width))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut set = DocSet::empty(max);
+                for s in &sets {
+                    set.or(s);
+                }
                 Ok(set)
             }
             Node::Any(parts) => {
@@ -255,6 +281,36 @@ impl<'a> Segment<'a> {
                 Ok(set)
             }
         }
+    }
+
+    fn weight(
+        &self,
+        q: &dyn tantivy::query::Query,
+    ) -> Result<Box<dyn tantivy::query::Weight>, FtsError> {
+        Ok(q.weight(EnableScoring::disabled_from_searcher(
+            &self.searcher.searcher,
+        ))?)
+    }
+
+    /// The documents of `lo..hi` that `w` matches.
+    fn range_matching(
+        &self,
+        w: &dyn tantivy::query::Weight,
+        lo: DocId,
+        hi: DocId,
+    ) -> Result<DocSet, FtsError> {
+        let mut set = DocSet::empty(self.reader.max_doc());
+        let mut s = w.scorer(self.reader, 1.0)?;
+        let mut d = s.doc();
+        if d < lo {
+            d = s.seek(lo);
+        }
+        // TERMINATED is u32::MAX, past every range.
+        while d < hi {
+            set.insert(d);
+            d = s.advance();
+        }
+        Ok(set)
     }
 
     /// The JSON cells of the segment.
