@@ -336,10 +336,13 @@ impl<'a> Segment<'a> {
     /// The first `limit` documents of `result` by (Source, place in the
     /// Source), in no particular order.
     pub fn first(&self, result: &DocSet, limit: usize) -> Result<Ranking, FtsError> {
-        // Documents are ranked by (src term ordinal, ord). Keys are read a
-        // block of documents at a time, and the candidates are cut back to
-        // the first `limit` whenever they pile up, so memory stays
-        // O(limit + block) however many documents match.
+        // Documents are ranked by (src term ordinal, ord, doc), which is
+        // unique. Keys are read a block of documents at a time, and the
+        // candidates are cut back to the first `limit` whenever they pile
+        // up, so memory stays O(limit + block) however many documents
+        // match. After a cut, a key above the first one cut away cannot
+        // enter: segments mostly hold steps in Source order, so most of the
+        // rest are dropped by one comparison.
         const BLOCK: usize = 1024;
         let ords = self.reader.fast_fields().u64("ord")?;
         let sources = self.reader.fast_fields().str("src")?;
@@ -348,6 +351,7 @@ impl<'a> Segment<'a> {
         let mut docs: Vec<DocId> = Vec::with_capacity(BLOCK);
         let mut src = vec![None; BLOCK];
         let mut ord = vec![None; BLOCK];
+        let mut bound: Option<(u64, u64, DocId)> = None;
         let mut flush = |docs: &mut Vec<DocId>, steps: &mut Vec<Ranked>| {
             let n = docs.len();
             // `first_vals` leaves the slots of documents without a value
@@ -358,17 +362,19 @@ impl<'a> Segment<'a> {
                 c.ords().first_vals(docs, &mut src[..n]);
             }
             ords.first_vals(docs, &mut ord[..n]);
-            steps.extend((0..n).map(|i| Ranked {
+            let ranked = (0..n).map(|i| Ranked {
                 source: src[i].unwrap_or(0),
                 ord: ord[i].unwrap_or(0),
                 at: StepAddress {
                     segment: self.ordinal,
                     doc: docs[i],
                 },
-            }));
+            });
+            steps.extend(ranked.filter(|r| bound.is_none_or(|b| key(r) < b)));
             docs.clear();
             if steps.len() > limit.max(BLOCK).saturating_mul(2) {
                 steps.select_nth_unstable_by_key(limit, key);
+                bound = Some(key(&steps[limit]));
                 steps.truncate(limit);
             }
         };
