@@ -14,7 +14,7 @@ use super::writer::Writer;
 use super::FtsError;
 
 /// Version of the index layout; an index with another version is rebuilt.
-pub const INDEX_VERSION: u32 = 5;
+pub const INDEX_VERSION: u32 = 6;
 
 /// File that records what an index covers.
 pub const META_FILE: &str = "pchronicle-index.json";

@@ -35,6 +35,7 @@
 mod docset;
 mod index;
 mod json_leaves;
+mod pairs;
 mod schema;
 mod search;
 mod tokenize;

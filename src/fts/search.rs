@@ -90,6 +90,7 @@ impl Searcher {
         role: Option<&str>,
         terms: &[(usize, String)],
     ) -> Query {
+        let terms = &super::pairs::phrase_terms(terms);
         let per_col: Vec<Node> = columns
             .iter()
             .map(|&c| {

@@ -110,9 +110,18 @@ pub fn is_cjk(c: char) -> bool {
     )
 }
 
-/// The analyzer with the full dictionary (indexing): segmentation (long
-/// words cut), then lowercasing and ASCII folding.
+/// The analyzer of the index: segmentation with the full dictionary (long
+/// words cut), the pair terms of adjacent CJK words (see
+/// [`super::pairs`]), then lowercasing and ASCII folding.
 pub fn analyzer() -> TextAnalyzer {
+    with_tokenizer(JiebaTokenizer {
+        pairs: true,
+        ..JiebaTokenizer::default()
+    })
+}
+
+/// The words of the index analyzer without its pair terms.
+fn words_analyzer() -> TextAnalyzer {
     with_tokenizer(JiebaTokenizer::default())
 }
 
@@ -124,7 +133,7 @@ fn with_tokenizer(t: JiebaTokenizer) -> TextAnalyzer {
 }
 
 /// Analyze `text` into (token, position) pairs, in stream order, exactly as
-/// the index analyzes it. Short texts (queries) are segmented with only the
+/// the index analyzes it (pair terms left out). Short texts (queries) are segmented with only the
 /// dictionary words they contain, so a query does not load the dictionary.
 pub fn tokens(text: &str) -> Vec<(String, usize)> {
     let dict = if JIEBA.get().is_some() {
@@ -136,8 +145,8 @@ pub fn tokens(text: &str) -> Vec<(String, usize)> {
         Some(Arc::new(Jieba::empty()))
     };
     let mut a = with_tokenizer(JiebaTokenizer {
-        tokens: Vec::new(),
         dict,
+        ..JiebaTokenizer::default()
     });
     let mut s = a.token_stream(text);
     let mut out = Vec::new();
@@ -152,7 +161,7 @@ pub fn tokens(text: &str) -> Vec<(String, usize)> {
 /// each term at its offset from the first) in `text`, by the same analyzer
 /// as the index.
 pub fn find_terms(text: &str, terms: &[(usize, String)]) -> Option<usize> {
-    let mut a = analyzer();
+    let mut a = words_analyzer();
     let mut s = a.token_stream(text);
     let mut toks: Vec<(String, usize, usize)> = Vec::new();
     while s.advance() {
@@ -181,6 +190,8 @@ pub struct JiebaTokenizer {
     tokens: Vec<Token>,
     /// A reduced dictionary for one text; `None` uses the full one.
     dict: Option<Arc<Jieba>>,
+    /// Emit the pair terms of adjacent CJK words.
+    pairs: bool,
 }
 
 /// Stream over precomputed tokens.
@@ -196,6 +207,9 @@ impl Tokenizer for JiebaTokenizer {
         self.tokens.clear();
         let dict = self.dict.as_deref().unwrap_or_else(|| full());
         segment(text, dict, &mut self.tokens);
+        if self.pairs {
+            super::pairs::add(&mut self.tokens);
+        }
         JiebaTokenStream {
             tokens: &mut self.tokens,
             next: 0,
@@ -336,7 +350,7 @@ mod tests {
     #[test]
     fn offsets_are_bytes_of_the_original_text() {
         let text = "请求 timeout 后重试";
-        let mut a = analyzer();
+        let mut a = words_analyzer();
         let mut s = a.token_stream(text);
         while s.advance() {
             let t = s.token();
@@ -346,7 +360,7 @@ mod tests {
     }
 
     fn full_tokens(text: &str) -> Vec<(String, usize)> {
-        let mut a = analyzer();
+        let mut a = words_analyzer();
         let mut s = a.token_stream(text);
         let mut out = Vec::new();
         while s.advance() {
@@ -359,8 +373,8 @@ mod tests {
     fn reduced_dictionary_segments_like_the_full_one() {
         let reduced = |text: &str| {
             let mut a = with_tokenizer(JiebaTokenizer {
-                tokens: Vec::new(),
                 dict: Some(Arc::new(dictionary_for(text).expect("word list built"))),
+                ..JiebaTokenizer::default()
             });
             let mut s = a.token_stream(text);
             let mut out = Vec::new();

@@ -356,6 +356,11 @@ const EXPRESSIONS: &[&str] = &[
     "#observation(超时) OR #observation(failed)",
     "\"No such file or directory\"",
     "#content(passed) AND #observation(FAILED)",
+    // Phrases of CJK words are looked up as pair terms (more in
+    // `cjk_phrases_from_pair_terms_equal_the_reference`).
+    "'请求，超时'",
+    "'数据连接'",
+    "#user('超时重试') OR NOT '数据库连接'",
 ];
 
 #[test]
@@ -737,6 +742,75 @@ fn json_comparisons_from_indexed_leaves_equal_the_reference() {
         "NOT $.p = 2",
         "timeout AND $.p >= 2",
         "NOT timeout AND $.tags = \"x\"",
+    ];
+    let informative = expressions_equal_the_reference(&m, &tmp.path().join("cache"), &all, &exprs);
+    assert!(
+        informative >= exprs.len() - 2,
+        "only {informative} informative"
+    );
+}
+
+/// Phrases of CJK words are looked up as pair terms of adjacent words; on
+/// messages made to catch a pair index that differs from positions, the
+/// hits equal the row-by-row evaluation: words apart by punctuation or by a
+/// Latin word, phrases through sub-words of longer words, three and four
+/// words, repeated words, kana and hangul.
+#[test]
+fn cjk_phrases_from_pair_terms_equal_the_reference() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    corpus(&data, 6, "atif", 53);
+    let messages = [
+        "数据库连接超时，请求重试",
+        "请求，超时。",
+        "请求 timeout 超时",
+        "缓存 timeout 超时后重试",
+        "中华人民共和国成立了",
+        "南京市长江大桥",
+        "连接数据库",
+        "数据库，连接池耗尽",
+        "第3次重试请求超时",
+        "请求超时请求超时",
+        "接続がタイムアウトしました",
+        "요청 시간 초과",
+        "超时",
+    ];
+    let mut k = 0usize;
+    for e in walk(&data) {
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&e).unwrap()).unwrap();
+        for step in v["steps"].as_array_mut().unwrap() {
+            if k % 3 != 2 {
+                step["message"] = messages[k % messages.len()].into();
+            }
+            k += 1;
+        }
+        std::fs::write(&e, serde_json::to_vec(&v).unwrap()).unwrap();
+    }
+    let m = mounts(&data);
+    let all = rows(&m, true);
+    let exprs = [
+        "'数据库连接'",
+        "'数据连接'",
+        "'连接超时'",
+        "'请求超时'",
+        "'请求，超时'",
+        "'超时请求'",
+        "'数据库连接超时'",
+        "'连接超时请求重试'",
+        "'timeout 超时'",
+        "'请求 timeout 超时'",
+        "'缓存 timeout'",
+        "'超时后重试'",
+        "'共和国成立'",
+        "'中华人民共和国成立'",
+        "'长江大桥'",
+        "'请求超时请求'",
+        "'タイムアウト'",
+        "'요청 시간'",
+        "#user('请求超时')",
+        "NOT '请求超时'",
+        "'请求超时' AND '超时请求'",
+        "'请求超时' OR '长江大桥'",
     ];
     let informative = expressions_equal_the_reference(&m, &tmp.path().join("cache"), &all, &exprs);
     assert!(
