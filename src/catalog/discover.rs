@@ -127,6 +127,8 @@ pub struct Discovery {
     pub physical: Vec<PhysicalEntry>,
     /// Problems met while walking that did not stop it (unreadable directories).
     pub discovery_errors: Vec<(String, String)>,
+    /// What interrupted imports left (hidden, so never part of a Source).
+    pub orphans: Vec<super::orphans::Orphan>,
 }
 
 struct Candidate {
@@ -227,12 +229,18 @@ pub fn discover(
                 continue;
             }
             if name_str.starts_with('.') {
+                let orphan = super::orphans::local(&abs, &rel_s, &name_str);
+                let reason = match &orphan {
+                    Some(o) => format!("hidden: {} of an import of `{}`", o.kind.name(), o.target),
+                    None => "hidden".to_string(),
+                };
                 skip(
                     &mut out,
                     if ft.is_dir() { "dir" } else { "file" },
-                    None,
-                    "hidden",
+                    orphan.as_ref().filter(|_| !ft.is_dir()).map(|o| o.bytes),
+                    &reason,
                 );
+                out.orphans.extend(orphan);
                 continue;
             }
             if ft.is_dir() {

@@ -7,6 +7,7 @@
 
 mod discover;
 mod error;
+pub mod orphans;
 pub mod read;
 mod remote;
 mod snapshot;
@@ -34,6 +35,9 @@ pub struct CatalogSnapshot {
     pub physical: Vec<PhysicalEntry>,
     /// Directories that could not be read: (path, reason).
     pub discovery_errors: Vec<(String, String)>,
+    /// What interrupted imports left in the Dataset (not in the digest:
+    /// they are not part of it).
+    pub orphans: Vec<orphans::Orphan>,
     /// Stable digest of the above.
     pub snapshot_id: String,
 }
@@ -65,6 +69,7 @@ impl CatalogSnapshot {
             sources: d.sources,
             physical: d.physical,
             discovery_errors: d.discovery_errors,
+            orphans: d.orphans,
             snapshot_id,
         })
     }

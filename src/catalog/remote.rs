@@ -53,7 +53,15 @@ pub fn discover(
             (!rel.is_empty() && !rel.ends_with('/')).then_some((rel, o))
         })
         .collect();
-    let mut out = Discovery::default();
+    let mut out = Discovery {
+        orphans: super::orphans::remote(
+            objects
+                .iter()
+                .filter(|(rel, _)| hidden(rel))
+                .map(|(rel, o)| (rel.as_str(), o.size, o.last_modified.as_str())),
+        ),
+        ..Discovery::default()
+    };
     // Store roots: directories with a `CURRENT` object, and `*.lance` directories.
     let mut stores: BTreeSet<String> = BTreeSet::new();
     let mut with_current: BTreeSet<String> = BTreeSet::new();

@@ -615,6 +615,15 @@ fn an_import_that_dies_on_either_side_of_its_publishing_rename() {
         let v: serde_json::Value = serde_json::from_slice(&ls.stdout).unwrap();
         let want_steps = if published { 33 } else { 0 };
         assert_eq!(v["totals"]["steps"], want_steps, "{point}: {v}");
+        // What the dead import left is reported, with its size, as held by
+        // no one: the lock file, and the staging tree unless published.
+        let left = leftovers(&wh);
+        assert_eq!(
+            left.len(),
+            if published { 1 } else { 2 },
+            "{point}: {left:?}"
+        );
+        assert_orphans_reported(&v, &wh, &left, point);
         // Nothing blocks a new import of the target afterwards (absent) or
         // it is refused as existing (published).
         let again = import_cmd(home.path(), &input, &target).output().unwrap();
@@ -627,5 +636,125 @@ fn an_import_that_dies_on_either_side_of_its_publishing_rename() {
         } else {
             assert_eq!(again.status.code(), Some(0), "{point}: {}", stderr(&again));
         }
+        // Reported, never deleted: the dead import's staging is still there
+        // and still reported after the new import.
+        let after = run_on(home.path(), "status", &wh, &["--format", "json", "-q"]);
+        let v: serde_json::Value = serde_json::from_slice(&after.stdout).unwrap();
+        let left_after = leftovers(&wh);
+        for name in left.iter().filter(|n| n.contains("staging")) {
+            assert!(left_after.contains(name), "{point}: {name} was removed");
+        }
+        assert_orphans_reported(&v, &wh, &left_after, point);
     }
+}
+
+/// Hidden entries an import made in `dir`, by name.
+fn leftovers(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.') && n.contains(".pchronicle-"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Bytes and files under `p`.
+fn tree_size(p: &Path) -> (u64, u64) {
+    let m = std::fs::symlink_metadata(p).unwrap();
+    if !m.is_dir() {
+        return (m.len(), 1);
+    }
+    let mut t = (0, 0);
+    for e in std::fs::read_dir(p).unwrap() {
+        let (b, f) = tree_size(&e.unwrap().path());
+        t = (t.0 + b, t.1 + f);
+    }
+    t
+}
+
+/// `status --format json` output `v` on `dir` lists exactly the `left`
+/// entries, with their sizes and no live holder, and totals them.
+fn assert_orphans_reported(v: &serde_json::Value, dir: &Path, left: &[String], point: &str) {
+    let orphans = v["orphans"].as_array().expect("orphans array");
+    let mut paths: Vec<&str> = orphans
+        .iter()
+        .map(|o| o["path"].as_str().unwrap())
+        .collect();
+    paths.sort_unstable();
+    assert_eq!(paths, left, "{point}: {v}");
+    let mut total = 0;
+    for o in orphans {
+        let name = o["path"].as_str().unwrap();
+        let (bytes, files) = tree_size(&dir.join(name));
+        assert_eq!(o["bytes"], bytes, "{point}: {o}");
+        assert_eq!(o["files"], files, "{point}: {o}");
+        assert_eq!(o["held"], false, "{point}: {o}");
+        assert_eq!(o["target"], "t", "{point}: {o}");
+        let kind = if name.ends_with(".lock") {
+            "lock"
+        } else {
+            "staging"
+        };
+        assert_eq!(o["kind"], kind, "{point}: {o}");
+        assert!(
+            o["remove_with"].as_str().unwrap().starts_with("rm -"),
+            "{o}"
+        );
+        total += bytes;
+    }
+    assert_eq!(v["totals"]["orphans"]["count"], left.len(), "{point}: {v}");
+    assert_eq!(v["totals"]["orphans"]["bytes"], total, "{point}: {v}");
+}
+
+/// Leftovers of an import that is still running are reported as held by
+/// it, with its process id; the report takes no lock of its own.
+#[test]
+fn a_running_imports_staging_is_reported_as_held() {
+    let home = tempfile::tempdir().unwrap();
+    let wh = home.path().join("wh");
+    let me = std::process::id();
+    let staging = wh.join(format!(".t.pchronicle-staging-{me}-1"));
+    std::fs::create_dir_all(staging.join("runs.lance")).unwrap();
+    std::fs::write(staging.join("runs.lance/data"), vec![7u8; 1000]).unwrap();
+    // Another process's staging for the same target is not held.
+    std::fs::create_dir_all(wh.join(".t.pchronicle-staging-1-2")).unwrap();
+    let lock = std::fs::File::create(wh.join(".t.pchronicle-import.lock")).unwrap();
+    lock.try_lock().unwrap();
+    let o = run_on(home.path(), "status", &wh, &["--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let by_path = |p: &str| {
+        v["orphans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["path"] == p)
+            .unwrap_or_else(|| panic!("{p} not in {v}"))
+            .clone()
+    };
+    let held = by_path(&format!(".t.pchronicle-staging-{me}-1"));
+    assert_eq!(
+        (held["held"].clone(), held["pid"].clone()),
+        (true.into(), me.into()),
+        "{held}"
+    );
+    assert_eq!(
+        (held["bytes"].clone(), held["files"].clone()),
+        (1000.into(), 1.into())
+    );
+    assert_eq!(by_path(".t.pchronicle-staging-1-2")["held"], false);
+    let l = by_path(".t.pchronicle-import.lock");
+    assert_eq!(
+        (l["held"].clone(), l["pid"].clone()),
+        (true.into(), me.into()),
+        "{l}"
+    );
+    assert!(
+        stderr(&o).contains(&format!("import {me} still running); leave it")),
+        "{}",
+        stderr(&o)
+    );
+    // Still held by this process: the report took no lock.
+    drop(lock);
 }

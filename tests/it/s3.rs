@@ -1268,6 +1268,59 @@ fn an_s3_import_that_dies_around_its_current_leaves_no_half_store() {
             if published { 33 } else { 0 },
             "{point}: {v}"
         );
+        // What it left is reported with the sizes the server lists: the
+        // lock object and the staging prefix.
+        let lock = format!("{point}/.t.pchronicle-import.lock");
+        let mut want: Vec<(String, u64, u64)> = Vec::new();
+        for line in admin(&["sizes", &b]).lines() {
+            let (key, size) = line.split_once('\t').unwrap();
+            let size: u64 = size.parse().unwrap();
+            let Some(rel) = key.strip_prefix(&format!("{point}/")) else {
+                continue;
+            };
+            let Some(first) = rel.split('/').next().filter(|s| s.starts_with('.')) else {
+                continue;
+            };
+            let path = if first == rel {
+                rel.to_string()
+            } else {
+                format!("{first}/")
+            };
+            match want.iter_mut().find(|w| w.0 == path) {
+                Some(w) => (w.1, w.2) = (w.1 + size, w.2 + 1),
+                None => want.push((path, size, 1)),
+            }
+        }
+        want.sort();
+        assert_eq!(want.len(), 2, "{point}: {want:?}");
+        let mut got: Vec<(String, u64, u64)> = v["orphans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                assert_eq!(o["target"], "t", "{o}");
+                assert_eq!(o["held"], serde_json::Value::Null, "{o}");
+                let at = format!("s3://{b}/{point}/{}", o["path"].as_str().unwrap());
+                assert!(o["remove_with"].as_str().unwrap().contains(&at), "{o}");
+                (
+                    o["path"].as_str().unwrap().to_string(),
+                    o["bytes"].as_u64().unwrap(),
+                    o["files"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        got.sort();
+        assert_eq!(got, want, "{point}: {v}");
+        assert_eq!(
+            v["totals"]["orphans"]["bytes"],
+            want.iter().map(|w| w.1).sum::<u64>()
+        );
+        // Another target beside the leftovers imports as usual.
+        let beside = format!("s3://{b}/{point}/u");
+        let o = env.run(&with_allow(&[
+            "import", "--from", input, "--output", &beside, "-q",
+        ]));
+        assert_eq!(o.status.code(), Some(0), "{point}: {}", stderr(&o));
         // The killed import's lock object stays and names itself.
         let again = env.run(&with_allow(&["import", "--from", input, "--output", &uri]));
         assert_code(&again, "PC-IMP-002");
@@ -1276,5 +1329,14 @@ fn an_s3_import_that_dies_around_its_current_leaves_no_half_store() {
             "{}",
             stderr(&again)
         );
+        // Once the lock is removed with ordinary tools, as the report says,
+        // an unpublished target can be imported.
+        if !published {
+            admin(&["delete", &b, &lock]);
+            let o = env.run(&with_allow(&[
+                "import", "--from", input, "--output", &uri, "-q",
+            ]));
+            assert_eq!(o.status.code(), Some(0), "{point}: {}", stderr(&o));
+        }
     }
 }

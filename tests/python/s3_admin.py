@@ -61,6 +61,12 @@ def main() -> None:
         for page in pages:
             for o in page.get("Contents", []):
                 print(o["Key"])
+    elif command == "sizes":
+        (name,) = args
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=name)
+        for page in pages:
+            for o in page.get("Contents", []):
+                print(f"{o['Key']}\t{o['Size']}")
     else:
         raise SystemExit(f"unknown command {command}")
 

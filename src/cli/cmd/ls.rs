@@ -96,6 +96,9 @@ pub fn run(
         .iter()
         .filter(|s| s.status != crate::catalog::SourceStatus::Ready)
         .count();
+    if physical {
+        super::orphans::report(out, &snap);
+    }
     out.info(&format!(
         "{} ({not_ready} not ready)",
         super::plural(snap.sources.len(), "source")
@@ -110,6 +113,7 @@ pub fn run(
         if physical {
             doc["physical"] =
                 serde_json::to_value(&snap.physical).map_err(|e| Error::Internal(e.to_string()))?;
+            doc["orphans"] = super::orphans::list(&snap);
         }
         out.write_json(&doc)?;
     } else if physical {

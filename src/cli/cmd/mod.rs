@@ -5,6 +5,7 @@ pub mod export;
 mod find;
 pub mod import;
 mod ls;
+mod orphans;
 pub mod query;
 mod serve;
 mod status;

@@ -116,6 +116,7 @@ pub fn run(
             }
         }
     }
+    super::orphans::report(out, &snap);
     out.info(&format!(
         "{} ({ready} ready, {degraded} degraded, {errors} error): {} runs, {} trajectories, {} steps, {} tool calls",
         super::plural(reports.len(), "source"),
@@ -149,6 +150,7 @@ pub fn run(
             "snapshot_id": snap.snapshot_id,
             "sources": sources,
             "discovery_errors": snap.discovery_errors.iter().map(|(p, e)| json!({"path": p, "reason": e})).collect::<Vec<_>>(),
+            "orphans": super::orphans::list(&snap),
             "totals": {
                 "sources": reports.len(),
                 "ready": ready,
@@ -159,6 +161,7 @@ pub fn run(
                 "steps": totals.steps,
                 "tool_calls": totals.tool_calls,
                 "generated_ids": generated,
+                "orphans": super::orphans::totals(&snap),
             },
         }))?;
     } else {
