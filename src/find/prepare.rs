@@ -446,6 +446,7 @@ pub fn build_store_index(store_root: &Path, source: &Source) -> Result<(u64, u64
     let tmp = store_root.join(format!("{STORE_INDEX_DIR}.tmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).map_err(|e| e.to_string())?;
+    crate::util::interrupt::remove_on_interrupt(&tmp);
     let result = (|| -> Result<(u64, u64), CacheError> {
         let builder = fts::Index::create(&tmp)?.writer(rayon::current_num_threads())?;
         let store = crate::store::StorylineLanceStore::open(store_root)
@@ -497,7 +498,7 @@ pub fn build_store_index(store_root: &Path, source: &Source) -> Result<(u64, u64
         .write(&tmp)?;
         Ok((steps, bytes))
     })();
-    match result {
+    crate::util::interrupt::settle(&tmp, || match result {
         Ok(r) => {
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::rename(&tmp, &dir).map_err(|e| e.to_string())?;
@@ -507,5 +508,5 @@ pub fn build_store_index(store_root: &Path, source: &Source) -> Result<(u64, u64
             let _ = std::fs::remove_dir_all(&tmp);
             Err(e.to_string())
         }
-    }
+    })
 }

@@ -9,6 +9,7 @@ use crate::catalog::read::{read_source, ReadFailure};
 use crate::catalog::{CatalogError, CatalogSnapshot, SourceStatus};
 use crate::formats::model::Storyline;
 use crate::formats::{encode_documents, DecodeOptions, ExportFormat};
+use crate::util::interrupt;
 use crate::util::notes::Notes;
 
 /// Export problems.
@@ -352,22 +353,25 @@ fn write_file(path: &std::path::Path, bytes: &[u8], overwrite: bool) -> Result<(
         .unwrap_or_default();
     check_replaceable(path)?;
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    interrupt::remove_on_interrupt(&tmp);
     let written = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()
     })();
-    let r = written
-        .map_err(|e| Error::from(ExportError::Io(e.to_string())))
-        // Again right before the rename: the path may have changed meanwhile.
-        .and_then(|()| check_replaceable(path))
-        .and_then(|()| {
-            std::fs::rename(&tmp, path).map_err(|e| Error::from(ExportError::Io(e.to_string())))
-        });
-    if r.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    r
+    interrupt::settle(&tmp, || {
+        let r = written
+            .map_err(|e| Error::from(ExportError::Io(e.to_string())))
+            // Again right before the rename: the path may have changed meanwhile.
+            .and_then(|()| check_replaceable(path))
+            .and_then(|()| {
+                std::fs::rename(&tmp, path).map_err(|e| Error::from(ExportError::Io(e.to_string())))
+            });
+        if r.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        r
+    })
 }
 
 /// `--stream`: JSON Lines written as records are produced (to stdout, or to
@@ -404,7 +408,11 @@ impl StreamSink {
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default();
                 let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-                let f = std::fs::File::create(&tmp).map_err(|e| ExportError::Io(e.to_string()))?;
+                interrupt::remove_on_interrupt(&tmp);
+                let f = std::fs::File::create(&tmp).map_err(|e| {
+                    interrupt::settle(&tmp, || ());
+                    ExportError::Io(e.to_string())
+                })?;
                 Ok(Some(StreamSink {
                     target: Some((tmp, p.clone(), s.overwrite)),
                     w: Box::new(std::io::BufWriter::new(f)),
@@ -427,16 +435,19 @@ impl StreamSink {
         if let Some((tmp, dst, overwrite)) = self.target.take() {
             if overwrite {
                 if let Err(e) = check_replaceable(&dst) {
-                    let _ = std::fs::remove_file(&tmp);
+                    interrupt::settle(&tmp, || std::fs::remove_file(&tmp).ok());
                     return Err(e);
                 }
             }
-            let r = if overwrite {
-                std::fs::rename(&tmp, &dst)
-            } else {
-                std::fs::hard_link(&tmp, &dst)
-            };
-            let _ = std::fs::remove_file(&tmp);
+            let r = interrupt::settle(&tmp, || {
+                let r = if overwrite {
+                    std::fs::rename(&tmp, &dst)
+                } else {
+                    std::fs::hard_link(&tmp, &dst)
+                };
+                let _ = std::fs::remove_file(&tmp);
+                r
+            });
             r.map_err(|e| {
                 if e.kind() == std::io::ErrorKind::AlreadyExists {
                     Error::from(ExportError::OutputExists(dst.display().to_string()))
@@ -453,7 +464,7 @@ impl Drop for StreamSink {
     /// A failed export leaves no temporary file behind.
     fn drop(&mut self) {
         if let Some((tmp, _, _)) = self.target.take() {
-            let _ = std::fs::remove_file(tmp);
+            interrupt::settle(&tmp, || std::fs::remove_file(&tmp).ok());
         }
     }
 }

@@ -221,7 +221,7 @@ pub fn import(s: &ImportOptions, out: &dyn Notes) -> Result<Value, Error> {
     let started = Instant::now();
     // Ctrl-C or SIGTERM removes the lock file and the staged copies, then
     // exits 130 or 143 (an S3 lock object stays, as after a kill).
-    interrupt::install();
+    interrupt::install("import");
     let target = &s.target;
     // An S3 target is claimed first, built locally in a temporary directory
     // (removed at the end), then published.

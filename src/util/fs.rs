@@ -13,16 +13,19 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
+    super::interrupt::remove_on_interrupt(&tmp);
+    let written = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
+        f.sync_all()
     })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    super::interrupt::settle(&tmp, || {
+        let result = written.and_then(|()| std::fs::rename(&tmp, path));
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result
+    })
 }
 
 /// Create `path` with `bytes`, never replacing anything: written to a hidden
@@ -39,14 +42,17 @@ pub fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         return Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists));
     }
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
+    super::interrupt::remove_on_interrupt(&tmp);
+    let written = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::hard_link(&tmp, path)
+        f.sync_all()
     })();
-    let _ = std::fs::remove_file(&tmp);
-    result
+    super::interrupt::settle(&tmp, || {
+        let result = written.and_then(|()| std::fs::hard_link(&tmp, path));
+        let _ = std::fs::remove_file(&tmp);
+        result
+    })
 }
 
 #[cfg(test)]

@@ -1,13 +1,15 @@
-//! Clean-up on SIGINT and SIGTERM for commands that leave hidden files
-//! beside their target while they run (`import`: its lock file, staging
-//! directory and spooled stdin).
+//! Clean-up on SIGINT and SIGTERM for commands that leave files behind
+//! while they run: `import` its lock file, staging directory and spooled
+//! stdin; `query --output`, `export` and `find` their temporary files and
+//! index directories.
 //!
 //! Paths are registered while they exist. On the first SIGINT or SIGTERM a
-//! thread removes every registered path, then exits with 128 + the signal
-//! number (130, 143), as a shell reports a process killed by it. Without
-//! the handlers the default action would kill the process and leave the
-//! paths behind. Once installed, the handlers stay: a signal after the
-//! command has unregistered everything still exits at once.
+//! thread removes every registered path, says what was cancelled, then
+//! exits with 128 + the signal number (130, 143), as a shell reports a
+//! process killed by it. The work stops at once: nothing of it runs after
+//! the exit. Without the handlers the default action would kill the process
+//! and leave the paths behind. Once installed, the handlers stay: a signal
+//! after the command has unregistered everything still exits at once.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
@@ -15,9 +17,10 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 /// Paths to remove on an interrupt.
 static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
-/// Install the handlers (once per process). False when they cannot be
-/// installed: an interrupt then kills the process as usual.
-pub fn install() -> bool {
+/// Install the handlers for `command` (once per process; the first name
+/// given is the one reported). False when they cannot be installed: an
+/// interrupt then kills the process as usual.
+pub fn install(command: &'static str) -> bool {
     static INSTALLED: OnceLock<bool> = OnceLock::new();
     *INSTALLED.get_or_init(|| {
         use signal_hook::consts::{SIGINT, SIGTERM};
@@ -36,7 +39,14 @@ pub fn install() -> bool {
                         remove(p);
                     }
                     let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
-                    eprintln!("interrupted ({name}): the unfinished work was removed");
+                    let removed = match pending.0.len() {
+                        0 => String::new(),
+                        1 => " (1 temporary path)".into(),
+                        n => format!(" ({n} temporary paths)"),
+                    };
+                    eprintln!(
+                        "interrupted ({name}): `{command}` cancelled, the unfinished work was removed{removed}"
+                    );
                     std::process::exit(128 + sig);
                 }
             })
@@ -70,6 +80,16 @@ pub fn hold() -> Held {
 /// Remove `path` on an interrupt.
 pub fn remove_on_interrupt(path: &Path) {
     hold().add(path);
+}
+
+/// Run `settle` (which publishes or removes the registered `path`) with the
+/// paths held, then stop removing `path` on an interrupt: an interrupt
+/// either comes first and removes it, or waits and finds it settled.
+pub fn settle<R>(path: &Path, settle: impl FnOnce() -> R) -> R {
+    let mut held = hold();
+    let r = settle();
+    held.forget(path);
+    r
 }
 
 /// Remove a file or a directory tree. A directory still being written to by

@@ -758,3 +758,137 @@ fn a_running_imports_staging_is_reported_as_held() {
     // Still held by this process: the report took no lock.
     drop(lock);
 }
+
+/// Poll until `ready` holds while `child` runs; false if it ended first.
+fn while_running(child: &mut std::process::Child, ready: impl Fn() -> bool) -> bool {
+    let started = std::time::Instant::now();
+    while !ready() {
+        if child.try_wait().unwrap().is_some() || started.elapsed() > Duration::from_mins(2) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.try_wait().unwrap().is_none()
+}
+
+/// Send `sig` to `child` and wait: (output, seconds from the signal to the exit).
+fn signal(child: std::process::Child, sig: &str) -> (Output, f64) {
+    let sent = std::time::Instant::now();
+    let ok = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let o = child.wait_with_output().unwrap();
+    (o, sent.elapsed().as_secs_f64())
+}
+
+/// SIGINT and SIGTERM stop `export`, `query` and `find` at once, remove
+/// the files they had not finished (an export's temporary output, an
+/// index being built), say what was cancelled and exit 130 or 143; the
+/// next command works.
+#[test]
+fn signals_cancel_reads_and_remove_their_unfinished_files() {
+    let home = tempfile::tempdir().unwrap();
+    let data = home.path().join("data");
+    pchronicle::corpus::generate(&pchronicle::corpus::Options {
+        out: data.clone(),
+        runs: 400,
+        steps: 40,
+        seed: 3,
+        format: "atif".into(),
+        subagent_every: 0,
+        files_per_dir: 100,
+    })
+    .unwrap();
+    let out_dir = home.path().join("out");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let cmd = |args: &[&str]| {
+        let mut c = bin();
+        c.env("HOME", home.path())
+            .env("PCHRONICLE_CACHE_DIR", home.path().join("cache"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    };
+    let entries = |d: &Path| -> Vec<String> {
+        std::fs::read_dir(d)
+            .map(|r| {
+                r.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let d = data.to_str().unwrap();
+
+    // export --stream to a file: interrupted while its temporary file grows.
+    let target = out_dir.join("all.jsonl");
+    let mut child = cmd(&[
+        "export", "--from", d, "--format", "atif", "--stream", "--output",
+    ])
+    .arg(&target)
+    .spawn()
+    .unwrap();
+    let pid = child.id();
+    let tmp = out_dir.join(format!(".all.jsonl.tmp-{pid}"));
+    assert!(
+        while_running(&mut child, || std::fs::metadata(&tmp)
+            .is_ok_and(|m| m.len() > 0)),
+        "export ended before it was interrupted"
+    );
+    let (o, secs) = signal(child, "-INT");
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("interrupted (SIGINT): `export` cancelled, the unfinished work was removed (1 temporary path)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(secs < 5.0, "export took {secs} s to stop");
+    assert_eq!(entries(&out_dir), Vec::<String>::new(), "export left files");
+
+    // find, while it builds the Dataset's index in the cache: stopped, and
+    // the next find builds or reuses a sound index.
+    let mut child = cmd(&["find", d, "--match", "timeout", "--format", "json"])
+        .spawn()
+        .unwrap();
+    assert!(
+        while_running(&mut child, || !entries(&home.path().join("cache"))
+            .is_empty()),
+        "find ended before it was interrupted"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let (o, secs) = signal(child, "-TERM");
+    assert_eq!(o.status.code(), Some(143), "{}", stderr(&o));
+    assert!(stderr(&o).contains("`find` cancelled"), "{}", stderr(&o));
+    assert!(secs < 5.0, "find took {secs} s to stop");
+    let o = cmd(&["find", d, "--match", "timeout", "--format", "json", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    // A long query: stopped at once, nothing written.
+    let q_out = out_dir.join("q.csv");
+    let mut child = cmd(&[
+        "query",
+        d,
+        "SELECT count(*), sum(length(a.observation_text || b.observation_text)) \
+         FROM steps a JOIN steps b ON a.source_path = b.source_path",
+        "--format",
+        "csv",
+        "--output",
+    ])
+    .arg(&q_out)
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "query ended before it was interrupted"
+    );
+    let (o, secs) = signal(child, "-INT");
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(stderr(&o).contains("`query` cancelled"), "{}", stderr(&o));
+    assert!(secs < 5.0, "query took {secs} s to stop");
+    assert_eq!(entries(&out_dir), Vec::<String>::new(), "query left files");
+}

@@ -17,6 +17,19 @@ use crate::error::Error;
 
 /// Run the resolved command.
 pub fn run(settings: &Settings, out: &mut Out) -> Result<ExitStatus, Error> {
+    // Commands that read and write files stop at once on SIGINT or SIGTERM,
+    // removing what they have not finished; `serve` has its own shutdown.
+    let name = match &settings.command {
+        CommandSettings::Ls { .. } => Some("ls"),
+        CommandSettings::Status { .. } => Some("status"),
+        CommandSettings::Query(_) => Some("query"),
+        CommandSettings::Export(_) => Some("export"),
+        CommandSettings::Find(_) => Some("find"),
+        _ => None,
+    };
+    if let Some(name) = name {
+        crate::util::interrupt::install(name);
+    }
     match &settings.command {
         CommandSettings::Default { set } => default::run(settings, set.as_deref(), out),
         CommandSettings::Ls {
