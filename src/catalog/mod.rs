@@ -49,6 +49,7 @@ impl CatalogSnapshot {
         limits: DiscoveryLimits,
         physical: bool,
     ) -> Result<Self, CatalogError> {
+        let _phase = crate::util::stats::phase(crate::util::stats::Phase::Discover);
         let d = match dataset {
             DatasetUri::Local(root) => {
                 check_root(root, dataset)?;

@@ -10,6 +10,7 @@ use super::source::{Source, SourceKind, SourceStatus, StatusReason};
 use super::CatalogError;
 use crate::formats::model::Storyline;
 use crate::formats::{self, DecodeCtx, DecodeOptions, Diagnostic, FormatError};
+use crate::util::stats;
 
 /// Counts and problems of one Source read.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -282,8 +283,10 @@ pub fn read_source(
     }
     let check = file.try_clone().map_err(io)?;
     let len = file.metadata().ok().map(|m| m.len());
+    stats::add(stats::Counter::FilesOpened, 1);
+    stats::add(stats::Counter::SourcesRead, 1);
     let mut tally = Tally::new(src);
-    let result = tally.decode(file, len, src, opts, sink);
+    let result = tally.decode(stats::CountingReader(file), len, src, opts, sink);
     // Whatever the outcome, a changed file means nothing read from it counts.
     let after_fd = file_ref(&check.metadata().map_err(io)?);
     let after_path = std::fs::metadata(&src.abs_path).map(|m| file_ref(&m));
@@ -321,6 +324,7 @@ fn read_object(
         object.pin.clone(),
         src.size,
     );
+    stats::add(stats::Counter::SourcesRead, 1);
     let mut tally = Tally::new(src);
     let result = tally.decode(&mut reader, Some(src.size), src, opts, sink);
     if let Some(e) = reader.failure.take() {
@@ -442,6 +446,7 @@ fn with_path(e: FormatError, path: &str) -> FormatError {
 
 /// Open a store Source at the snapshot discovery pinned.
 pub fn open_store(src: &Source) -> Result<crate::store::StorylineLanceStore, ReadFailure> {
+    stats::add(stats::Counter::SourcesRead, 1);
     if let Some(object) = &src.object {
         let (store, _) = crate::store::StorylineLanceStore::open_s3(&object.bucket, &object.key)
             .map_err(|e| {

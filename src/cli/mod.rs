@@ -85,6 +85,12 @@ pub struct GlobalArgs {
     /// Allow plain HTTP to allowed S3 endpoints that are not loopback.
     #[arg(long, global = true)]
     pub s3_allow_http: bool,
+    /// Report what the command did: Sources and bytes read, S3 requests,
+    /// rows scanned and produced, index segments, peak memory, time per
+    /// phase (one `stats:` line on stderr, and a `stats` object in JSON
+    /// output; see docs/commands.md#statistics).
+    #[arg(long, global = true)]
+    pub stats: bool,
 }
 
 /// The commands.
@@ -641,10 +647,15 @@ pub fn run_with_args<I: IntoIterator<Item = OsString>>(args: I) -> ExitStatus {
     };
     let mut out = Out::new(&settings);
     crate::s3::configure(settings.s3.clone());
-    let result = cmd::run(&settings, &mut out).and_then(|status| {
-        out.flush()?;
-        Ok(status)
-    });
+    let result = {
+        let _e = crate::util::stats::phase(crate::util::stats::Phase::Execute);
+        cmd::run(&settings, &mut out).and_then(|status| {
+            let _w = crate::util::stats::phase(crate::util::stats::Phase::Write);
+            out.flush()?;
+            Ok(status)
+        })
+    };
+    out.report_stats();
     if let Some((requests, bytes)) = crate::s3::traffic() {
         if requests > 0 {
             out.info(&format!(

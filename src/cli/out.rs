@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::settings::{OutputFormat, Settings};
 use crate::error::Error;
+use crate::util::stats;
 use crate::util::text::escape_control;
 
 /// The result writer for one command.
@@ -15,6 +16,7 @@ pub struct Out {
     quiet: bool,
     color: bool,
     progress: bool,
+    stats: bool,
     context: std::sync::Mutex<ErrorContext>,
 }
 
@@ -37,6 +39,7 @@ impl Out {
             quiet: settings.quiet,
             color: settings.color,
             progress: settings.progress,
+            stats: settings.stats,
             context: std::sync::Mutex::new(ErrorContext {
                 dataset_uri: settings.command.dataset_uri(),
                 snapshot_id: None,
@@ -72,14 +75,67 @@ impl Out {
             .get_or_insert_with(|| BufWriter::new(std::io::stdout()))
     }
 
-    /// Write one JSON document (pretty, newline-terminated).
+    /// Write one JSON document (pretty, newline-terminated). With
+    /// `--stats`, an object gains a `stats` member.
     pub fn write_json<T: serde::Serialize + ?Sized>(&mut self, v: &T) -> Result<(), Error> {
-        let bytes = json_bytes(v)?;
+        let _w = stats::phase(stats::Phase::Write);
+        let bytes = if self.stats {
+            let mut v = serde_json::to_value(v).map_err(|e| Error::Internal(e.to_string()))?;
+            if let Some(o) = v.as_object_mut() {
+                o.insert("stats".into(), stats_json());
+            }
+            json_bytes(&v)?
+        } else {
+            json_bytes(v)?
+        };
         self.stdout().write_all(&bytes).map_err(Error::Output)
+    }
+
+    /// True when `--stats` was given.
+    pub fn stats(&self) -> bool {
+        self.stats
+    }
+
+    /// With `--stats`, the `stats:` line on stderr (printed even with
+    /// `--quiet`: it was asked for).
+    pub fn report_stats(&self) {
+        if !self.stats {
+            return;
+        }
+        let s = stats_json();
+        let n = |k: &str| s[k].as_u64().unwrap_or(0);
+        let phases: Vec<String> = s["phases"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| format!("{k} {} ms", v["wall_ms"]))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let rss = s["peak_rss_bytes"].as_u64().map_or("unknown".into(), |b| {
+            format!("{:.1} MiB", b as f64 / 1_048_576.0)
+        });
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "stats: {} sources, {} files opened, {} bytes read locally, {} from S3 in {} requests, {} rows scanned, {} produced, {} index segments, spilled {} bytes; peak RSS {rss}; {} ms wall, {} ms CPU ({})",
+            n("sources_read"),
+            n("files_opened"),
+            n("bytes_read_local"),
+            n("bytes_read_s3"),
+            n("s3_requests"),
+            n("rows_scanned"),
+            n("rows_produced"),
+            n("index_segments"),
+            n("spill_bytes"),
+            s["wall_ms"],
+            s["cpu_ms"],
+            phases.join(", ")
+        );
     }
 
     /// Write a table.
     pub fn write_table(&mut self, t: &Grid) -> Result<(), Error> {
+        let _w = stats::phase(stats::Phase::Write);
         let text = t.render();
         self.stdout()
             .write_all(text.as_bytes())
@@ -168,6 +224,11 @@ impl Out {
             shown: false,
         }
     }
+}
+
+/// The `stats` object: what the command did so far.
+pub fn stats_json() -> serde_json::Value {
+    stats::snapshot(crate::s3::traffic().unwrap_or((0, 0)))
 }
 
 /// The bytes [`Out::write_json`] prints for `v`, so a command can measure

@@ -83,6 +83,7 @@ pub fn search(mounts: &Mounts, r: &Request<'_>, progress: &dyn Fn(&str)) -> Resu
             out.hits = identity_steps(mounts, r.mount, r.identity, r.max_results, deadline)?;
         }
         Scope::Steps => {
+            let read = crate::util::stats::phase(crate::util::stats::Phase::Read);
             let prepared = prepare::prepare(
                 mounts,
                 r.mount,
@@ -98,6 +99,7 @@ pub fn search(mounts: &Mounts, r: &Request<'_>, progress: &dyn Fn(&str)) -> Resu
             out.fts_available = prepared.fts_available;
             out.reason = prepared.reason;
             out.report = prepared.report;
+            drop(read);
             out.hits = exec::search_steps(
                 &prepared.indexes,
                 r.expr,
@@ -112,6 +114,7 @@ pub fn search(mounts: &Mounts, r: &Request<'_>, progress: &dyn Fn(&str)) -> Resu
         }
     }
     out.warnings.extend(mounts.take_warnings());
+    crate::util::stats::add(crate::util::stats::Counter::RowsProduced, out.hits.total);
     Ok(out)
 }
 

@@ -70,6 +70,7 @@ pub fn search_steps(
         });
         for seg in s.index.segments() {
             deadline.check()?;
+            crate::util::stats::add(crate::util::stats::Counter::Segments, 1);
             let mut cand = seg.alive();
             if let Some(q) = &id_query {
                 cand.and(&seg.matching(q)?);

@@ -11,6 +11,7 @@ use crate::formats::model::Storyline;
 use crate::formats::{encode_documents, DecodeOptions, ExportFormat};
 use crate::util::interrupt;
 use crate::util::notes::Notes;
+use crate::util::stats;
 
 /// Export problems.
 #[derive(Debug, thiserror::Error)]
@@ -142,6 +143,9 @@ pub fn export(
     let mut losses = Vec::new();
     let mut trajectories = 0u64;
     let mut sink_stream = StreamSink::new(s)?;
+    // Streamed records are written while Sources are read: that time is
+    // the read phase's.
+    let read_phase = stats::phase(stats::Phase::Read);
     for src in &snap.sources {
         if s.source.as_ref().is_some_and(|x| x != &src.source_path) {
             continue;
@@ -239,6 +243,8 @@ pub fn export(
     if trajectories == 0 {
         return Err(ExportError::Nothing.into());
     }
+    drop(read_phase);
+    let write_phase = stats::phase(stats::Phase::Write);
     let n_records = match sink_stream {
         Some(w) => w.finish()?,
         None => {
@@ -250,6 +256,8 @@ pub fn export(
             records.len() as u64
         }
     };
+    drop(write_phase);
+    stats::add(stats::Counter::RowsProduced, n_records);
     let mut seen = HashSet::new();
     let mut shown = 0;
     for l in &losses {

@@ -78,6 +78,10 @@ pub fn execute(plan: &Plan, ctx: &ExecCtx<'_>) -> Result<Vec<RecordBatch>, SqlEr
                 .map(|f| materialise(f.clone(), ctx))
                 .transpose()?;
             let post = |b: RecordBatch| -> Result<RecordBatch, SqlError> {
+                crate::util::stats::add(
+                    crate::util::stats::Counter::RowsScanned,
+                    b.num_rows() as u64,
+                );
                 match &filter {
                     Some(f) => {
                         let mask = eval_predicate(f, &b)?;

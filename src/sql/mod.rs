@@ -148,6 +148,10 @@ pub fn execute(
 ) -> Result<QueryResult, SqlError> {
     let ctx = exec::ExecCtx::new(provider, limits);
     let batches = exec::execute(plan, &ctx)?;
+    crate::util::stats::add(
+        crate::util::stats::Counter::RowsProduced,
+        batches.iter().map(|b| b.num_rows() as u64).sum(),
+    );
     Ok(QueryResult {
         schema: plan.schema(),
         batches,

@@ -150,6 +150,10 @@ pub async fn scan(
     filter: Option<&str>,
 ) -> Result<Vec<RecordBatch>, StoreError> {
     let ds = open_at(path, version).await?;
+    crate::util::stats::add(
+        crate::util::stats::Counter::FilesOpened,
+        ds.fragments().len() as u64,
+    );
     let mut scanner = ds.scan();
     scanner.scan_in_order(true);
     scanner.project(columns).map_err(lance_err)?;
@@ -173,6 +177,10 @@ pub async fn scan_stream(
     filter: Option<&str>,
 ) -> Result<lance::dataset::scanner::DatasetRecordBatchStream, StoreError> {
     let ds = open_at(path, version).await?;
+    crate::util::stats::add(
+        crate::util::stats::Counter::FilesOpened,
+        ds.fragments().len() as u64,
+    );
     let mut scanner = ds.scan();
     scanner.scan_in_order(true);
     scanner.project(columns).map_err(lance_err)?;

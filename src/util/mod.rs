@@ -10,6 +10,7 @@ pub mod notes;
 pub mod path;
 pub mod redact;
 pub mod rt;
+pub mod stats;
 pub mod terminal;
 pub mod text;
 pub mod time;

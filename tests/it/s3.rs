@@ -1340,3 +1340,64 @@ fn an_s3_import_that_dies_around_its_current_leaves_no_half_store() {
         }
     }
 }
+
+/// `--stats` counts the S3 requests a command makes exactly as the server
+/// counts the requests it serves, and the rows a scan of objects hands to
+/// the engine as a local scan of the same files does.
+#[test]
+fn stats_count_s3_requests_as_the_server_serves_them() {
+    need!("s3", crate::support::Need::S3);
+    let b = example_bucket("stats", "unversioned");
+    let uri = format!("s3://{b}/runs");
+    let env = Env::moto();
+    let served = || -> u64 { admin(&["requests", &b]).trim().parse().unwrap() };
+    for args in [
+        vec!["status", &uri, "--stats", "--format", "json", "-q"],
+        vec!["ls", &uri, "--stats", "--format", "json", "-q"],
+    ] {
+        let before = served();
+        let o = env.run(&with_allow(&args));
+        let after = served();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        let v = json(&o);
+        let s = &v["stats"];
+        assert_eq!(s["s3_requests"], after - before, "{args:?}: {s}");
+        assert!(s["bytes_read_s3"].as_u64().unwrap() > 0, "{s}");
+        assert_eq!(s["bytes_read_local"], 0, "{s}");
+        if args[0] == "status" {
+            assert_eq!(
+                s["sources_read"].as_u64().unwrap() as usize,
+                v["sources"].as_array().unwrap().len(),
+                "{s}"
+            );
+        }
+    }
+    let sql = "SELECT count(*) AS n FROM steps";
+    let local = example_dataset();
+    let scanned = |o: &Output| -> (u64, u64) {
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (
+            lines[0]["n"].as_u64().unwrap(),
+            lines[1]["stats"]["rows_scanned"].as_u64().unwrap(),
+        )
+    };
+    let remote = env.run(&with_allow(&[
+        "query", &uri, sql, "--stats", "--format", "jsonl", "-q",
+    ]));
+    let here = env.run(&[
+        "query",
+        local.to_str().unwrap(),
+        sql,
+        "--stats",
+        "--format",
+        "jsonl",
+        "-q",
+    ]);
+    let (n, rows) = scanned(&remote);
+    assert_eq!((n, rows), scanned(&here), "{}", stderr(&remote));
+    assert_eq!(n, rows);
+}

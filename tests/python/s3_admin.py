@@ -61,6 +61,12 @@ def main() -> None:
         for page in pages:
             for o in page.get("Contents", []):
                 print(o["Key"])
+    elif command == "requests":
+        import urllib.request
+
+        (name,) = args
+        with urllib.request.urlopen(f"{endpoint}/_pchronicle_requests/{name}") as r:
+            print(r.read().decode())
     elif command == "sizes":
         (name,) = args
         pages = s3.get_paginator("list_objects_v2").paginate(Bucket=name)

@@ -125,6 +125,7 @@ fn render(
         notes,
         s,
         json: out.json(),
+        stats: out.stats(),
         snapshot_id,
         list: &list,
         hits: &hits,
@@ -200,6 +201,8 @@ struct Page<'a> {
     notes: &'a [String],
     s: &'a FindSettings,
     json: bool,
+    /// Add the `stats` object (`--stats`).
+    stats: bool,
     snapshot_id: &'a str,
     list: &'a HitList,
     hits: &'a [Value],
@@ -260,6 +263,9 @@ impl Page<'_> {
             });
             if let Some(h) = self.hint(n) {
                 doc["hint"] = json!(h);
+            }
+            if self.stats {
+                doc["stats"] = crate::cli::out::stats_json();
             }
             return json_bytes(&doc);
         }

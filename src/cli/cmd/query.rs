@@ -63,6 +63,7 @@ pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
     if rows > q.max_rows {
         return Err(SqlError::TooManyRows { limit: q.max_rows }.into());
     }
+    let _w = crate::util::stats::phase(crate::util::stats::Phase::Write);
     let mut buf = Bounded::new(Vec::new(), q.max_output_bytes);
     let written = match q.format {
         QueryFormat::Table => write_table(&mut buf, &schema, &batches),
@@ -82,7 +83,13 @@ pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
         }
         return Err(Error::Output(e));
     }
-    let bytes = buf.into_inner();
+    let mut bytes = buf.into_inner();
+    if out.stats() && q.format == QueryFormat::Jsonl {
+        // Asked for: one more line after the rows, told apart by its key.
+        let line = serde_json::json!({ "stats": crate::cli::out::stats_json() });
+        bytes.extend_from_slice(line.to_string().as_bytes());
+        bytes.push(b'\n');
+    }
     match &q.output {
         None => out.write_bytes(&bytes)?,
         Some(path) => write_new_file(path, &bytes)?,

@@ -49,6 +49,7 @@ pub fn run(
     let total = snap.sources.len() as u64;
     let progress = std::sync::Mutex::new(out.progress("reading sources"));
     let remote = snap.sources.iter().any(|s| s.object.is_some());
+    let read_phase = crate::util::stats::phase(crate::util::stats::Phase::Read);
     let results: Vec<Result<Report<'_>, CatalogError>> = crate::util::rt::on_pool(remote, || {
         snap.sources
             .par_iter()
@@ -68,6 +69,7 @@ pub fn run(
     if let Ok(mut p) = progress.lock() {
         p.finish();
     }
+    drop(read_phase);
     let mut reports = Vec::with_capacity(results.len());
     for r in results {
         reports.push(r?);

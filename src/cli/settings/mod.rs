@@ -265,6 +265,8 @@ pub struct Settings {
     pub settings_path: Option<PathBuf>,
     /// The outbound policy for S3 connections.
     pub s3: crate::s3::Policy,
+    /// Report statistics (`--stats`).
+    pub stats: bool,
 }
 
 impl Settings {
@@ -400,6 +402,7 @@ impl Settings {
             progress: env.stderr_tty && !cli.global.quiet,
             settings_path,
             s3,
+            stats: cli.global.stats,
         })
     }
 }

@@ -12,5 +12,6 @@ mod help;
 mod import_export;
 mod ls;
 mod regression;
+mod stats;
 mod status;
 mod strict;
