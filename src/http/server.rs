@@ -55,6 +55,10 @@ pub struct HttpRequest {
     /// Whether the client asked to keep the connection open (its
     /// `Connection` header, else the default of its HTTP version).
     pub keep_alive: bool,
+    /// Set while the handler runs once the client has closed its
+    /// connection (see [`ClientWatch`]): the work can stop, nobody will
+    /// read the answer.
+    pub gone: Arc<AtomicBool>,
 }
 
 impl HttpRequest {
@@ -399,10 +403,13 @@ fn connection(
             peer,
             version: if v11 { "HTTP/1.1" } else { "HTTP/1.0" },
             keep_alive,
+            gone: Arc::new(AtomicBool::new(false)),
         };
         permits.acquire();
         busy.fetch_add(1, Ordering::SeqCst);
+        let watch = ClientWatch::start(&stream, Arc::clone(&req.gone));
         let mut resp = handler.handle(req);
+        drop(watch);
         busy.fetch_sub(1, Ordering::SeqCst);
         permits.release();
         let keep = keep_alive && !stop.load(Ordering::SeqCst);
@@ -411,6 +418,60 @@ fn connection(
         let keep = keep && (v11 || resp.stream.is_none());
         if write_response(&stream, &mut resp, head_only, keep, v11).is_err() || !keep {
             return;
+        }
+    }
+}
+
+/// Watches a connection while its request is handled: every 100 ms it
+/// peeks at the socket without blocking, and sets `gone` once the client
+/// has closed it (end of stream or a reset). Bytes of a next request do not
+/// count as gone. Dropping it stops the thread and waits for it, so the
+/// socket is blocking again before the answer is written.
+struct ClientWatch {
+    done: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ClientWatch {
+    fn start(stream: &TcpStream, gone: Arc<AtomicBool>) -> ClientWatch {
+        let done = Arc::new(AtomicBool::new(false));
+        let thread = stream.try_clone().ok().and_then(|s| {
+            let done = Arc::clone(&done);
+            std::thread::Builder::new()
+                .name("pchronicle-client-watch".into())
+                .spawn(move || {
+                    // A request answered at once needs no look at all.
+                    std::thread::park_timeout(Duration::from_millis(100));
+                    while !done.load(Ordering::SeqCst) {
+                        if s.set_nonblocking(true).is_err() {
+                            return;
+                        }
+                        let mut b = [0u8; 1];
+                        let closed = match s.peek(&mut b) {
+                            Ok(0) => true,
+                            Ok(_) => false,
+                            Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+                        };
+                        let _ = s.set_nonblocking(false);
+                        if closed {
+                            gone.store(true, Ordering::SeqCst);
+                            return;
+                        }
+                        std::thread::park_timeout(Duration::from_millis(100));
+                    }
+                })
+                .ok()
+        });
+        ClientWatch { done, thread }
+    }
+}
+
+impl Drop for ClientWatch {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
         }
     }
 }

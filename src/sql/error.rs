@@ -93,6 +93,10 @@ pub enum SqlError {
         /// Target type.
         to: String,
     },
+    /// The query was stopped from outside: the client of a server request
+    /// closed its connection.
+    #[error("the query was cancelled: the client closed the connection")]
+    Cancelled,
     /// The query ran past `--timeout`.
     #[error("query timed out after {seconds}s (--timeout)")]
     Timeout {
@@ -162,6 +166,7 @@ impl SqlError {
             SqlError::OutputTooLarge { .. } => "PC-SQL-016",
             SqlError::MemoryBudget { .. } => "PC-SQL-017",
             SqlError::TooDeep { .. } => "PC-SQL-018",
+            SqlError::Cancelled => "PC-SQL-019",
             SqlError::Source { code, .. } => code,
             SqlError::Internal(_) => "PC-SQL-099",
         }

@@ -36,6 +36,14 @@ impl<'a> ExecCtx<'a> {
     }
 
     pub(crate) fn check_time(&self) -> Result<(), SqlError> {
+        if self
+            .limits
+            .cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
+        {
+            return Err(SqlError::Cancelled);
+        }
         if let Some(t) = self.limits.timeout {
             if self.started.elapsed() > t {
                 return Err(SqlError::Timeout {
@@ -125,6 +133,7 @@ pub fn execute(plan: &Plan, ctx: &ExecCtx<'_>) -> Result<Vec<RecordBatch>, SqlEr
             let inp = execute(input, ctx)?;
             inp.iter()
                 .map(|b| {
+                    ctx.check_time()?;
                     let mask = eval_predicate(&predicate, b)?;
                     Ok(filter_record_batch(b, &mask)?)
                 })
@@ -140,7 +149,7 @@ pub fn execute(plan: &Plan, ctx: &ExecCtx<'_>) -> Result<Vec<RecordBatch>, SqlEr
                 .map(|e| materialise(e.clone(), ctx))
                 .collect::<Result<Vec<_>, _>>()?;
             let inp = execute(input, ctx)?;
-            project(&inp, &exprs, schema)?
+            project(&inp, &exprs, schema, &|| ctx.check_time())?
         }
         Plan::Aggregate {
             input,
@@ -206,7 +215,12 @@ pub fn execute(plan: &Plan, ctx: &ExecCtx<'_>) -> Result<Vec<RecordBatch>, SqlEr
                 on,
                 filter.as_ref(),
                 schema,
-                &|bytes| ctx.check_memory(bytes, "join"),
+                // Called per batch of output: also the time and
+                // cancellation check of a long join.
+                &|bytes| {
+                    ctx.check_time()?;
+                    ctx.check_memory(bytes, "join")
+                },
             )?
         }
         Plan::Union { inputs, schema } => {
@@ -226,13 +240,17 @@ pub fn execute(plan: &Plan, ctx: &ExecCtx<'_>) -> Result<Vec<RecordBatch>, SqlEr
     Ok(out)
 }
 
+/// Evaluate `exprs` over each batch; `check` runs before each (time and
+/// cancellation).
 fn project(
     inp: &[RecordBatch],
     exprs: &[Expr],
     schema: &SchemaRef,
+    check: &dyn Fn() -> Result<(), SqlError>,
 ) -> Result<Vec<RecordBatch>, SqlError> {
     inp.iter()
         .map(|b| {
+            check()?;
             let cols = exprs
                 .iter()
                 .zip(schema.fields())

@@ -55,12 +55,15 @@ pub trait DataLayer: Sync {
 }
 
 /// Bounds on one query.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Limits {
     /// Wall-clock bound.
     pub timeout: Option<Duration>,
     /// Largest intermediate state (bytes) of one operator.
     pub memory_budget: u64,
+    /// Set from outside to stop the query at its next check (the client of
+    /// a server request went away).
+    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Default for Limits {
@@ -68,6 +71,7 @@ impl Default for Limits {
         Limits {
             timeout: None,
             memory_budget: 4 << 30,
+            cancel: None,
         }
     }
 }

@@ -123,6 +123,10 @@ pub enum WebError {
     /// A browser request from a page of another site.
     #[error("requests from pages of other sites are refused (Sec-Fetch-Site)")]
     CrossSite,
+    /// The client closed its connection before the answer was ready; the
+    /// work stopped (the answer goes nowhere, the access log records it).
+    #[error("the client closed the connection; the request was cancelled")]
+    ClientGone,
     /// The request head or body did not arrive in time.
     #[error("the request was not received within {seconds}s")]
     ClientTimeout {
@@ -176,6 +180,7 @@ impl WebError {
             WebError::LengthRequired => "PC-WEB-018",
             WebError::CrossSite => "PC-WEB-019",
             WebError::MediaRefused { .. } => "PC-WEB-020",
+            WebError::ClientGone => "PC-WEB-021",
         }
     }
 
@@ -202,6 +207,8 @@ impl WebError {
             WebError::LengthRequired => 411,
             WebError::CrossSite => 403,
             WebError::MediaRefused { .. } => 403,
+            // As nginx logs a request whose client closed the connection.
+            WebError::ClientGone => 499,
         }
     }
 }

@@ -324,6 +324,7 @@ impl Handler for App {
             status: e.status(),
             bytes: 0,
             ms: 0.0,
+            cancelled: false,
         });
         let mut b = serde_json::to_vec(&body).unwrap_or_default();
         b.push(b'\n');
@@ -366,6 +367,9 @@ pub struct Ctx<'a> {
     pub snapshot_id: Option<String>,
     /// Filled by handlers: the Source an error concerns.
     pub source_path: Option<String>,
+    /// Set once the client has closed its connection: long work stops at
+    /// its next check.
+    pub gone: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Ctx<'_> {
@@ -379,8 +383,11 @@ impl Ctx<'_> {
         self.deadline.saturating_duration_since(Instant::now())
     }
 
-    /// Fail when past the deadline.
+    /// Fail when past the deadline, or when the client has gone.
     pub fn check(&self) -> Result<(), WebError> {
+        if self.gone.load(Ordering::Relaxed) {
+            return Err(WebError::ClientGone);
+        }
         if Instant::now() > self.deadline {
             Err(WebError::Timeout {
                 seconds: self.state.config.limits.request_timeout.as_secs_f64(),
@@ -521,6 +528,7 @@ fn handle(mut req: HttpRequest, state: &State) -> HttpResponse {
         dataset: None,
         snapshot_id: None,
         source_path: None,
+        gone: std::sync::Arc::clone(&req.gone),
     };
     let result = (|| -> Result<Reply, Error> {
         if url.len() as u64 > limits.max_url_bytes {
@@ -620,6 +628,7 @@ fn handle(mut req: HttpRequest, state: &State) -> HttpResponse {
         status,
         bytes,
         ms: started.elapsed().as_secs_f64() * 1000.0,
+        cancelled: ctx.gone.load(Ordering::SeqCst),
     });
     resp
 }
@@ -635,6 +644,8 @@ struct AccessLine<'a> {
     status: u16,
     bytes: usize,
     ms: f64,
+    /// The client closed the connection before the answer was ready.
+    cancelled: bool,
 }
 
 /// One JSON line per request on stderr: never the query string, a body or a
@@ -655,6 +666,10 @@ fn access_log(l: &AccessLine<'_>) {
         "bytes": l.bytes,
         "ms": (l.ms * 10.0).round() / 10.0,
     });
+    let mut line = line;
+    if l.cancelled {
+        line["cancelled"] = json!(true);
+    }
     eprintln!("{line}");
 }
 
@@ -695,6 +710,8 @@ fn status_of(e: &Error) -> u16 {
             e.surface::<WebError>().map_or(500, WebError::status)
         }
         Error::Sql(S::Timeout { .. }) => 504,
+        // As nginx logs a request whose client closed the connection.
+        Error::Sql(S::Cancelled) => 499,
         Error::Sql(S::TooManyRows { .. } | S::OutputTooLarge { .. } | S::MemoryBudget { .. }) => {
             422
         }

@@ -46,6 +46,7 @@ pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
             let limits = Limits {
                 timeout: Some(q.timeout),
                 memory_budget: q.memory_budget,
+                cancel: None,
             };
             let r = execute_within(
                 plan,
@@ -115,6 +116,7 @@ fn execute_within(
 ) -> Result<sql::QueryResult, Error> {
     let (tx, rx) = std::sync::mpsc::channel();
     let m = std::sync::Arc::clone(mounts);
+    let seconds = limits.timeout.map_or(0.0, |t| t.as_secs_f64());
     std::thread::Builder::new()
         .name("query".into())
         .spawn(move || {
@@ -124,10 +126,7 @@ fn execute_within(
     let grace = std::time::Duration::from_millis(50) + left / 20;
     match rx.recv_timeout(left + grace) {
         Ok(r) => Ok(r?),
-        Err(_) => Err(SqlError::Timeout {
-            seconds: limits.timeout.map_or(0.0, |t| t.as_secs_f64()),
-        }
-        .into()),
+        Err(_) => Err(SqlError::Timeout { seconds }.into()),
     }
 }
 

@@ -139,8 +139,11 @@ fn param_usize(ctx: &Ctx<'_>, name: &str, default: usize, max: usize) -> Result<
 fn check_cb(ctx: &Ctx<'_>) -> impl Fn() -> Result<(), SqlError> + Sync {
     let seconds = ctx.state.config.limits.request_timeout.as_secs_f64();
     let deadline = ctx.deadline;
+    let gone = std::sync::Arc::clone(&ctx.gone);
     move || {
-        if std::time::Instant::now() > deadline {
+        if gone.load(std::sync::atomic::Ordering::Relaxed) {
+            Err(SqlError::Cancelled)
+        } else if std::time::Instant::now() > deadline {
             Err(SqlError::Timeout { seconds })
         } else {
             Ok(())

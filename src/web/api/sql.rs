@@ -60,6 +60,7 @@ fn run_query(
                 crate::sql::Limits {
                     timeout: Some(ctx.remaining()),
                     memory_budget: limits.memory_budget,
+                    cancel: Some(std::sync::Arc::clone(&ctx.gone)),
                 },
             )?;
             (r.schema, r.batches)

@@ -782,3 +782,79 @@ fn every_documented_route_exists() {
         }
     }
 }
+
+/// A client that closes its connection while its query runs cancels the
+/// query at the next batch: its only worker is free for the next request at
+/// once, and the access log records the request as cancelled (499) with the
+/// time it took.
+#[test]
+fn a_client_that_goes_away_frees_its_worker() {
+    let t = tempfile::tempdir().unwrap();
+    pchronicle::corpus::generate(&pchronicle::corpus::Options {
+        out: t.path().join("data"),
+        runs: 400,
+        steps: 40,
+        seed: 3,
+        format: "atif".into(),
+        subagent_every: 0,
+        files_per_dir: 100,
+    })
+    .unwrap();
+    let s = Served::start(
+        t.path(),
+        "[[datasets]]\nname = \"evals\"\nuri = \"data\"\n\n[limits]\nworkers = 1\n",
+    );
+    // A query that runs for seconds: every pair of steps of a file.
+    let body = json!({
+        "sql": "SELECT count(*), sum(length(a.observation_text || b.observation_text)) \
+                FROM evals.steps a JOIN evals.steps b ON a.source_path = b.source_path",
+    })
+    .to_string();
+    let mut c = std::net::TcpStream::connect(&s.addr).unwrap();
+    c.write_all(
+        format!(
+            "POST /api/v1/query HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            s.addr,
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    // Started (it holds the only worker), then the client goes away.
+    std::thread::sleep(Duration::from_millis(600));
+    drop(c);
+    let started = Instant::now();
+    let r = s.get("/api/v1/health");
+    let waited = started.elapsed();
+    assert_eq!(r.status, 200);
+    assert!(
+        s.wait_log(
+            |l| l.contains("\"path\":\"/api/v1/query\"") && l.contains("\"cancelled\":true"),
+            Duration::from_secs(30)
+        ),
+        "{:?}",
+        s.log()
+    );
+    let line: Value = s
+        .log()
+        .iter()
+        .find(|l| l.contains("\"path\":\"/api/v1/query\""))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .unwrap();
+    assert_eq!(line["status"], 499, "{line}");
+    // The same query run to its end, for scale: the health check waited
+    // far less than it takes.
+    let full = Instant::now();
+    let done = s.send(
+        "POST",
+        "/api/v1/query",
+        &[("Content-Type", "application/json")],
+        Some(body.as_bytes()),
+    );
+    let full = full.elapsed();
+    assert_eq!(done.status, 200, "{}", done.text());
+    assert!(
+        waited * 2 < full,
+        "health waited {waited:?}; the whole query takes {full:?}"
+    );
+}
