@@ -67,6 +67,19 @@ function errorBox(e) {
 
 const fmtNum = (v) => (v === null || v === undefined) ? '' :
   (typeof v === 'number' ? (Number.isInteger(v) ? v.toLocaleString('en-US') : v.toFixed(4)) : String(v));
+const fmtBytes = (n) => {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n || 0; let u = 0;
+  while (v >= 1024 && u + 1 < units.length) { v /= 1024; u += 1; }
+  return u === 0 ? `${v} B` : `${v.toFixed(1)} ${units[u]}`;
+};
+// The server's statistics of one request, as one line under a result (the
+// fields of `pchronicle --stats`).
+const statsLine = (s) => s ? h('p', { class: 'muted', 'data-testid': 'stats' },
+  `${fmtNum(s.rows_scanned)} rows scanned · ${fmtBytes(s.bytes_read_local + s.bytes_read_s3)} read` +
+  `${s.s3_requests ? ` in ${fmtNum(s.s3_requests)} S3 requests` : ''} · ${Math.round(s.wall_ms)} ms` +
+  `${s.peak_rss_bytes ? ` · peak memory ${fmtBytes(s.peak_rss_bytes)}` : ''}` +
+  `${s.overlapped ? ' · (counts include other requests running meanwhile)' : ''}`) : '';
 
 // `.` and `..` would be collapsed by URL parsing: send them escaped.
 function encodePath(s) { return (s === '.' || s === '..') ? s.replace(/\./g, '%2E') : encodeURIComponent(s); }
@@ -677,6 +690,7 @@ async function renderFind(root, params) {
     results.append(h('p', { class: 'muted' },
       `${fmtNum(r.total)} match${r.total === 1 ? '' : 'es'}${r.truncated ? ` (showing ${r.matches.length})` : ''} · ${r.search.scope} · ${Math.round(r.elapsed_ms)} ms`,
       r.search.fts_available ? '' : ` · full-text search unavailable: ${r.search.fts_unavailable_reason || ''}`));
+    results.append(statsLine(r.stats));
     for (const n of r.search.notes || []) results.append(h('p', { class: 'note', 'data-testid': 'find-note' }, `note: ${n}`));
     for (const m of r.matches) {
       const link = hashFor(['d', ds, 't', m.document_id], { ...docParams(m.source_path, m.storage_ordinal), step: m.index, hl: terms.join('\u001f') });
@@ -728,6 +742,7 @@ async function renderSql(root, params) {
     const dl = (fmt) => h('a', { class: 'button', download: `query.${fmt}`, 'data-download': fmt, href: `${API}/query?` + new URLSearchParams({ sql: ta.value, format: fmt }) }, `Download ${fmt.toUpperCase()}`);
     links.append(dl('csv'), ' ', dl('jsonl'));
     out.append(h('p', { class: 'muted' }, `${fmtNum(r.row_count)} row${r.row_count === 1 ? '' : 's'}${r.truncated ? ` (first ${r.max_rows} shown)` : ''}`));
+    out.append(statsLine(r.stats));
     for (const w of r.warnings || []) out.append(h('p', { class: 'error' }, `${w.code}: ${w.message}`));
     const t = h('table', { class: 'grid' }, h('thead', {}, h('tr', {}, r.columns.map((c) => h('th', { title: c.type }, c.name)))));
     const tb = h('tbody');

@@ -197,6 +197,48 @@ pub fn snapshot(s3: (u64, u64)) -> serde_json::Value {
     })
 }
 
+/// A point to measure one server request from.
+#[derive(Debug, Clone, Copy)]
+pub struct Mark {
+    at: Instant,
+    counts: [u64; COUNTERS],
+    s3: (u64, u64),
+}
+
+impl Mark {
+    /// Now; `s3` is (requests, bytes received) of the S3 client so far.
+    pub fn now(s3: (u64, u64)) -> Mark {
+        Mark {
+            at: Instant::now(),
+            counts: std::array::from_fn(|i| COUNTS[i].load(Ordering::Relaxed)),
+            s3,
+        }
+    }
+
+    /// What was counted since the mark, as a `stats` object (the counters of
+    /// [`snapshot`], without CPU time and phases). The counters are the
+    /// process's: when other requests ran meanwhile (`alone` false) they
+    /// include those requests' work, and the object says so.
+    pub fn since(&self, s3: (u64, u64), alone: bool) -> serde_json::Value {
+        let d = |c: Counter| COUNTS[c as usize].load(Ordering::Relaxed) - self.counts[c as usize];
+        serde_json::json!({
+            "sources_read": d(Counter::SourcesRead),
+            "files_opened": d(Counter::FilesOpened),
+            "bytes_read_local": d(Counter::LocalBytes),
+            "bytes_read_s3": s3.1.saturating_sub(self.s3.1),
+            "s3_requests": s3.0.saturating_sub(self.s3.0),
+            "rows_scanned": d(Counter::RowsScanned),
+            "rows_produced": d(Counter::RowsProduced),
+            "index_segments": d(Counter::Segments),
+            "spill_bytes": 0,
+            "spill_files": 0,
+            "peak_rss_bytes": peak_rss(),
+            "wall_ms": millis(self.at.elapsed()),
+            "overlapped": !alone,
+        })
+    }
+}
+
 fn millis(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e5).round() / 100.0
 }

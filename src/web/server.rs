@@ -55,6 +55,10 @@ pub struct State {
     pub index_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     started: Instant,
     request_seq: AtomicU64,
+    /// Requests being worked on now, and started so far: a request whose
+    /// counts are its own ran alone (see [`Ctx::stats`]).
+    in_flight: AtomicU64,
+    begun: AtomicU64,
 }
 
 impl State {
@@ -171,6 +175,8 @@ impl Warehouse {
             index_locks: Mutex::new(HashMap::new()),
             started: Instant::now(),
             request_seq: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
+            begun: AtomicU64::new(0),
         });
         let url = match local {
             SocketAddr::V4(a) => format!("http://{a}/"),
@@ -370,12 +376,27 @@ pub struct Ctx<'a> {
     /// Set once the client has closed its connection: long work stops at
     /// its next check.
     pub gone: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Where this request's statistics count from, and whether it was the
+    /// only request at work then (with the number of requests begun).
+    stats_from: (crate::util::stats::Mark, bool, u64),
 }
 
 impl Ctx<'_> {
     /// A query parameter.
     pub fn param(&self, name: &str) -> Option<&str> {
         self.query.get(name).map(String::as_str)
+    }
+
+    /// What this request did so far, as the CLI's `--stats` object (less
+    /// CPU time and phases). The counters are the process's: they are this
+    /// request's own when no other request was at work meanwhile;
+    /// otherwise `overlapped` is true.
+    pub fn stats(&self) -> serde_json::Value {
+        let (mark, alone_at_start, begun) = &self.stats_from;
+        let alone = *alone_at_start
+            && self.state.begun.load(Ordering::SeqCst) == *begun
+            && self.state.in_flight.load(Ordering::SeqCst) == 1;
+        mark.since(crate::s3::traffic().unwrap_or((0, 0)), alone)
     }
 
     /// Time left for this request.
@@ -529,6 +550,12 @@ fn handle(mut req: HttpRequest, state: &State) -> HttpResponse {
         snapshot_id: None,
         source_path: None,
         gone: std::sync::Arc::clone(&req.gone),
+        stats_from: {
+            let begun = state.begun.fetch_add(1, Ordering::SeqCst) + 1;
+            let alone = state.in_flight.fetch_add(1, Ordering::SeqCst) == 0;
+            let mark = crate::util::stats::Mark::now(crate::s3::traffic().unwrap_or((0, 0)));
+            (mark, alone, begun)
+        },
     };
     let result = (|| -> Result<Reply, Error> {
         if url.len() as u64 > limits.max_url_bytes {
@@ -630,6 +657,7 @@ fn handle(mut req: HttpRequest, state: &State) -> HttpResponse {
         ms: started.elapsed().as_secs_f64() * 1000.0,
         cancelled: ctx.gone.load(Ordering::SeqCst),
     });
+    state.in_flight.fetch_sub(1, Ordering::SeqCst);
     resp
 }
 

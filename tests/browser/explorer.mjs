@@ -85,6 +85,8 @@ try {
   await page.waitForSelector('[data-testid=hits] .hit', { timeout: 120000 });
   const marks = await page.locator('[data-testid=hits] mark').allInnerTexts();
   check(marks.length > 0 && marks.every((m) => m === '数据库'), `highlighted terms: ${JSON.stringify(marks)}`);
+  const findStats = await page.locator('[data-testid=hits] [data-testid=stats]').innerText();
+  check(/rows scanned · .* read · \d+ ms · peak memory \d/.test(findStats), `find statistics line: ${findStats}`);
   await shot('find');
   // The hit opens the trajectory at the step, highlighted there too.
   await page.locator('[data-testid=hits] .hit a').first().click();
@@ -182,6 +184,8 @@ try {
   await page.waitForSelector('[data-testid=sql-result] table tbody tr', { timeout: 60000 });
   const header = await page.locator('[data-testid=sql-result] th').allInnerTexts();
   check(header.join(',') === 'step_source,n', `result columns: ${header}`);
+  const sqlStats = await page.locator('[data-testid=sql-result] [data-testid=stats]').innerText();
+  check(/^[\d,]+ rows scanned · [\d.]+ (B|KiB|MiB) read · \d+ ms · peak memory/.test(sqlStats) && !sqlStats.startsWith('0 rows'), `SQL statistics line: ${sqlStats}`);
   await shot('sql');
   const [dl] = await Promise.all([
     page.waitForEvent('download', { timeout: 30000 }),

@@ -145,6 +145,7 @@ pub(super) fn find(ctx: &mut Ctx<'_>, cat: &WarehouseView, m: &Mount) -> Result<
         "total": outcome.hits.total,
         "truncated": truncated,
         "elapsed_ms": started.elapsed().as_secs_f64() * 1000.0,
+        "stats": ctx.stats(),
         "warnings": outcome.warnings.iter().map(|(c, msg)| json!({"code": c, "message": public_text(ctx, msg)})).collect::<Vec<_>>(),
         "matches": hits,
     })))

@@ -173,6 +173,7 @@ pub(super) fn query(ctx: &mut Ctx<'_>) -> Result<Reply, Error> {
                 "truncated": rows > cap,
                 "max_rows": cap,
                 "warnings": warnings,
+                "stats": ctx.stats(),
             })))
         }
         "csv" | "jsonl" => {

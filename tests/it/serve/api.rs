@@ -858,3 +858,48 @@ fn a_client_that_goes_away_frees_its_worker() {
         "health waited {waited:?}; the whole query takes {full:?}"
     );
 }
+
+/// The SQL and find answers carry the statistics of the request, from the
+/// same counters as `--stats`: a request alone on the server reads exactly
+/// the Dataset's files.
+#[test]
+fn sql_and_find_answers_carry_their_statistics() {
+    let t = tempfile::tempdir().unwrap();
+    let s = serve_examples(&t);
+    let status: Value = serde_json::from_str(&cli(
+        t.path(),
+        &["status", "data", "--format", "json", "-q"],
+    ))
+    .unwrap();
+    let files: Vec<&Value> = status["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["kind"] == "file" && x["counts"].is_object())
+        .collect();
+    let bytes: u64 = files
+        .iter()
+        .map(|x| x["size_bytes"].as_u64().unwrap())
+        .sum();
+    let steps = status["totals"]["steps"].as_u64().unwrap();
+    let r = s.send(
+        "POST",
+        "/api/v1/query",
+        &[("Content-Type", "application/json")],
+        Some(br#"{"sql": "SELECT count(*) AS n FROM evals.steps"}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    let st = &v["stats"];
+    assert_eq!(v["rows"][0][0], steps, "{v}");
+    assert_eq!(st["overlapped"], false, "{st}");
+    assert_eq!(st["rows_scanned"], steps, "{st}");
+    assert_eq!(st["rows_produced"], 1, "{st}");
+    assert_eq!(st["sources_read"], files.len(), "{st}");
+    assert_eq!(st["bytes_read_local"], bytes, "{st}");
+    assert!(st["wall_ms"].as_f64().unwrap() > 0.0 && st["peak_rss_bytes"].as_u64().unwrap() > 0);
+    let f = s.json("/api/v1/datasets/evals/find?q=timeout");
+    let st = &f["stats"];
+    assert_eq!(st["rows_produced"], f["total"], "{st}");
+    assert!(st["index_segments"].as_u64().unwrap() >= 1, "{st}");
+}
