@@ -187,8 +187,11 @@ fn the_scale_out_recipe_answers_like_pchronicle() {
         let digest = obs.map(|t| {
             sha2::Sha256::digest(t.as_bytes())
                 .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<String>()
+                .fold(String::new(), |mut s, b| {
+                    use std::fmt::Write as _;
+                    let _ = write!(s, "{b:02x}");
+                    s
+                })
         });
         serde_json::json!([
             r["document_id"],
@@ -198,9 +201,9 @@ fn the_scale_out_recipe_answers_like_pchronicle() {
         ])
     })
     .collect();
-    ours.sort_by_key(|x| x.to_string());
+    ours.sort_by_key(std::string::ToString::to_string);
     let mut theirs = v["observations"].as_array().unwrap().clone();
-    theirs.sort_by_key(|x| x.to_string());
+    theirs.sort_by_key(std::string::ToString::to_string);
     assert_eq!(theirs.len(), ours.len());
     assert!(
         theirs
