@@ -96,7 +96,12 @@ pub fn assess(s: &Source, opts: DecodeOptions) -> Result<Assessment, CatalogErro
             counted: false,
         });
     }
-    match read_source(s, opts, &mut |_| {}) {
+    let read = if s.kind == SourceKind::Store && s.format != formats::SourceFormat::EventsLance {
+        count_store(s)
+    } else {
+        read_source(s, opts, &mut |_| {})
+    };
+    match read {
         Ok(read) => {
             let (status, reason) = match read.diagnostics.iter().find(|d| d.degrades()) {
                 Some(d) => {
@@ -502,6 +507,62 @@ pub fn store_failure(src: &Source, e: &crate::store::StoreError) -> ReadFailure 
     ReadFailure::Source(FormatError::Io {
         source_path: src.source_path.clone(),
         message: format!("[{}] {e}", e.code()),
+    })
+}
+
+/// The counts of a store from its tables, without building its documents
+/// (which [`read_store`] does): the rows of `runs` (trajectories), of `steps`
+/// and of `tool_calls`, and the distinct (`origin_path`, `run_id`) pairs of
+/// `runs` (the Runs). The stored `run_id` is the one a built document
+/// derives, so the counts are the same. Every table's data files are read
+/// (one small column each), so a damaged table fails as the full read does.
+fn count_store(src: &Source) -> Result<SourceRead, ReadFailure> {
+    use crate::table::Table;
+    use arrow::array::{Array as _, AsArray as _};
+    let store = open_store(src)?;
+    let reader = store.reader().map_err(|e| store_failure(src, &e))?;
+    let mut counts = SourceCounts::default();
+    let mut runs: HashSet<(Option<String>, String)> = HashSet::new();
+    let fail = |e: crate::store::StoreError| store_failure(src, &e);
+    reader
+        .scan_each(Table::Documents, &["origin_path", "run_id"], |b| {
+            let (Some(origin), Some(run)) = (
+                b.column(0).as_string_opt::<i32>(),
+                b.column(1).as_string_opt::<i32>(),
+            ) else {
+                return Err(crate::store::StoreError::Corrupt(
+                    "runs: origin_path or run_id is not text".into(),
+                ));
+            };
+            for i in 0..b.num_rows() {
+                let o = (!origin.is_null(i)).then(|| origin.value(i).to_string());
+                runs.insert((o, run.value(i).to_string()));
+            }
+            counts.trajectories += b.num_rows() as u64;
+            Ok(())
+        })
+        .map_err(fail)?;
+    for (table, column, n) in [
+        (Table::Steps, "turn_ordinal", &mut counts.steps),
+        (Table::ToolCalls, "call_index", &mut counts.tool_calls),
+    ] {
+        reader
+            .scan_each(
+                table,
+                &[column],
+                |b| -> Result<(), crate::store::StoreError> {
+                    *n += b.num_rows() as u64;
+                    Ok(())
+                },
+            )
+            .map_err(fail)?;
+    }
+    counts.runs = runs.len() as u64;
+    Ok(SourceRead {
+        counts,
+        diagnostics: Vec::new(),
+        generated_ids: 0,
+        events: None,
     })
 }
 
