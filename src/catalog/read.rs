@@ -511,55 +511,18 @@ pub fn store_failure(src: &Source, e: &crate::store::StoreError) -> ReadFailure 
 }
 
 /// The counts of a store from its tables, without building its documents
-/// (which [`read_store`] does): the rows of `runs` (trajectories), of `steps`
-/// and of `tool_calls`, and the distinct (`origin_path`, `run_id`) pairs of
-/// `runs` (the Runs). The stored `run_id` is the one a built document
-/// derives, so the counts are the same. Every table's data files are read
-/// (one small column each), so a damaged table fails as the full read does.
+/// (which [`read_store`] does; see [`crate::store::StoreReader::tally`]).
 fn count_store(src: &Source) -> Result<SourceRead, ReadFailure> {
-    use crate::table::Table;
-    use arrow::array::{Array as _, AsArray as _};
     let store = open_store(src)?;
     let reader = store.reader().map_err(|e| store_failure(src, &e))?;
-    let mut counts = SourceCounts::default();
-    let mut runs: HashSet<(Option<String>, String)> = HashSet::new();
-    let fail = |e: crate::store::StoreError| store_failure(src, &e);
-    reader
-        .scan_each(Table::Documents, &["origin_path", "run_id"], |b| {
-            let (Some(origin), Some(run)) = (
-                b.column(0).as_string_opt::<i32>(),
-                b.column(1).as_string_opt::<i32>(),
-            ) else {
-                return Err(crate::store::StoreError::Corrupt(
-                    "runs: origin_path or run_id is not text".into(),
-                ));
-            };
-            for i in 0..b.num_rows() {
-                let o = (!origin.is_null(i)).then(|| origin.value(i).to_string());
-                runs.insert((o, run.value(i).to_string()));
-            }
-            counts.trajectories += b.num_rows() as u64;
-            Ok(())
-        })
-        .map_err(fail)?;
-    for (table, column, n) in [
-        (Table::Steps, "turn_ordinal", &mut counts.steps),
-        (Table::ToolCalls, "call_index", &mut counts.tool_calls),
-    ] {
-        reader
-            .scan_each(
-                table,
-                &[column],
-                |b| -> Result<(), crate::store::StoreError> {
-                    *n += b.num_rows() as u64;
-                    Ok(())
-                },
-            )
-            .map_err(fail)?;
-    }
-    counts.runs = runs.len() as u64;
+    let t = reader.tally().map_err(|e| store_failure(src, &e))?;
     Ok(SourceRead {
-        counts,
+        counts: SourceCounts {
+            runs: t.runs,
+            trajectories: t.trajectories,
+            steps: t.steps,
+            tool_calls: t.tool_calls,
+        },
         diagnostics: Vec::new(),
         generated_ids: 0,
         events: None,

@@ -27,6 +27,19 @@ pub struct StoreReader {
     committed: Option<Committed>,
 }
 
+/// Counts of a store's tables ([`StoreReader::tally`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Distinct (`origin_path`, `run_id`) pairs.
+    pub runs: u64,
+    /// Rows of `runs`: one per trajectory document.
+    pub trajectories: u64,
+    /// Rows of `steps`.
+    pub steps: u64,
+    /// Rows of `tool_calls`.
+    pub tool_calls: u64,
+}
+
 impl StoreReader {
     /// A reader of `committed` (None: an empty store).
     pub fn open(root: &Path, committed: Option<Committed>) -> Result<Self, StoreError> {
@@ -59,6 +72,46 @@ impl StoreReader {
             ),
             v,
         ))
+    }
+
+    /// What the stored tables hold, counted without building documents:
+    /// the rows of `runs` (trajectories), of `steps` and of `tool_calls`, and
+    /// the distinct (`origin_path`, `run_id`) pairs of `runs` (Runs). The
+    /// stored `run_id` is the one a built document derives, so these are the
+    /// counts of [`StoreReader::documents_each`]. Every table's data files
+    /// are read (one small column each), so a damaged table fails here as
+    /// it does there.
+    pub fn tally(&self) -> Result<Tally, StoreError> {
+        let mut t = Tally::default();
+        let mut runs: std::collections::HashSet<(Option<String>, String)> =
+            std::collections::HashSet::new();
+        self.scan_each(Table::Documents, &["origin_path", "run_id"], |b| {
+            let (Some(origin), Some(run)) = (
+                b.column(0).as_string_opt::<i32>(),
+                b.column(1).as_string_opt::<i32>(),
+            ) else {
+                return Err(StoreError::Corrupt(
+                    "runs: origin_path or run_id is not text".into(),
+                ));
+            };
+            for i in 0..b.num_rows() {
+                let o = (!origin.is_null(i)).then(|| origin.value(i).to_string());
+                runs.insert((o, run.value(i).to_string()));
+            }
+            t.trajectories += b.num_rows() as u64;
+            Ok(())
+        })?;
+        for (table, column, n) in [
+            (Table::Steps, "turn_ordinal", &mut t.steps),
+            (Table::ToolCalls, "call_index", &mut t.tool_calls),
+        ] {
+            self.scan_each(table, &[column], |b| -> Result<(), StoreError> {
+                *n += b.num_rows() as u64;
+                Ok(())
+            })?;
+        }
+        t.runs = runs.len() as u64;
+        Ok(t)
     }
 
     /// Rows in a stored table.
