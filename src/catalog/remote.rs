@@ -183,6 +183,7 @@ pub fn discover(
             });
         }
     }
+    let pin_phase = crate::util::stats::phase(crate::util::stats::Phase::Pin);
     for ((root, size), events_version) in roots.iter().zip(store_sizes).zip(events_versions) {
         if !is_source(root) {
             continue;
@@ -271,6 +272,7 @@ pub fn discover(
             })
             .collect()
     });
+    drop(pin_phase);
     // Rewrite the cache only when it no longer matches the listing: a warm
     // command over unchanged objects writes nothing.
     let all_cached = sniffed.len() == cached.len()

@@ -47,9 +47,13 @@ pub fn get(c: Counter) -> u64 {
 /// A phase of a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
-    /// Finding the Sources and pinning their versions (the Catalog
-    /// Snapshot).
+    /// Finding the Sources (the walk or the listing) and, where that is
+    /// the same step, pinning them: a local file is pinned by the metadata
+    /// the walk reads.
     Discover,
+    /// Pinning that takes reads of its own: the first bytes of S3 objects
+    /// (which report their version) and the `CURRENT` of S3 stores.
+    Pin,
     /// Reading Sources outside the query engine (`status`, `export`, index
     /// building for `find`).
     Read,
@@ -60,7 +64,7 @@ pub enum Phase {
     Write,
 }
 
-const PHASES: [&str; 4] = ["discover", "read", "execute", "write"];
+const PHASES: [&str; 5] = ["discover", "pin", "read", "execute", "write"];
 
 struct Clock {
     /// The thread that drives the command: the first to open a phase.
@@ -69,8 +73,8 @@ struct Clock {
     driver: Option<std::thread::ThreadId>,
     stack: Vec<Phase>,
     mark: Option<(Instant, Duration)>,
-    wall: [Duration; 4],
-    cpu: [Duration; 4],
+    wall: [Duration; 5],
+    cpu: [Duration; 5],
 }
 
 static CLOCK: Mutex<Clock> = Mutex::new(Clock::new());
@@ -81,8 +85,8 @@ impl Clock {
             driver: None,
             stack: Vec::new(),
             mark: None,
-            wall: [Duration::ZERO; 4],
-            cpu: [Duration::ZERO; 4],
+            wall: [Duration::ZERO; 5],
+            cpu: [Duration::ZERO; 5],
         }
     }
 

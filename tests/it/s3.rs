@@ -1364,6 +1364,8 @@ fn stats_count_s3_requests_as_the_server_serves_them() {
         assert_eq!(s["s3_requests"], after - before, "{args:?}: {s}");
         assert!(s["bytes_read_s3"].as_u64().unwrap() > 0, "{s}");
         assert_eq!(s["bytes_read_local"], 0, "{s}");
+        // Objects are pinned by reads of their own.
+        assert!(s["phases"]["pin"]["wall_ms"].as_f64().unwrap() > 0.0, "{s}");
         if args[0] == "status" {
             assert_eq!(
                 s["sources_read"].as_u64().unwrap() as usize,
