@@ -99,10 +99,15 @@ impl Clock {
         self.mark = Some(now);
     }
 
+    /// True on the driving thread (the first to ask).
+    fn drives(&mut self) -> bool {
+        let me = std::thread::current().id();
+        *self.driver.get_or_insert(me) == me
+    }
+
     /// Open `p` on the calling thread; false when it is not the driver.
     fn enter(&mut self, p: Phase, now: (Instant, Duration)) -> bool {
-        let me = std::thread::current().id();
-        if *self.driver.get_or_insert(me) != me {
+        if !self.drives() {
             return false;
         }
         self.charge(now);
@@ -126,6 +131,10 @@ pub struct PhaseGuard(bool);
 /// Open `p` until the guard is dropped.
 pub fn phase(p: Phase) -> PhaseGuard {
     let mut c = CLOCK.lock().unwrap_or_else(PoisonError::into_inner);
+    // Other threads (a server's request workers) read no clock.
+    if !c.drives() {
+        return PhaseGuard(false);
+    }
     PhaseGuard(c.enter(p, now()))
 }
 
@@ -183,22 +192,36 @@ pub fn snapshot(s3: (u64, u64)) -> serde_json::Value {
         .collect();
     let wall: Duration = c.wall.iter().sum();
     let cpu: Duration = c.cpu.iter().sum();
-    serde_json::json!({
-        "sources_read": get(Counter::SourcesRead),
-        "files_opened": get(Counter::FilesOpened),
-        "bytes_read_local": get(Counter::LocalBytes),
+    let mut v = counters(get, s3);
+    v.insert("wall_ms".into(), millis(wall).into());
+    v.insert("cpu_ms".into(), millis(cpu).into());
+    v.insert("phases".into(), phases.into());
+    v.into()
+}
+
+/// The counter fields of a `stats` object: `count` gives each counter's
+/// value, `s3` the (requests, bytes) of the S3 client.
+fn counters(
+    count: impl Fn(Counter) -> u64,
+    s3: (u64, u64),
+) -> serde_json::Map<String, serde_json::Value> {
+    let serde_json::Value::Object(m) = serde_json::json!({
+        "sources_read": count(Counter::SourcesRead),
+        "files_opened": count(Counter::FilesOpened),
+        "bytes_read_local": count(Counter::LocalBytes),
         "bytes_read_s3": s3.1,
         "s3_requests": s3.0,
-        "rows_scanned": get(Counter::RowsScanned),
-        "rows_produced": get(Counter::RowsProduced),
-        "index_segments": get(Counter::Segments),
+        "rows_scanned": count(Counter::RowsScanned),
+        "rows_produced": count(Counter::RowsProduced),
+        "index_segments": count(Counter::Segments),
+        // Nothing spills in this build.
         "spill_bytes": 0,
         "spill_files": 0,
         "peak_rss_bytes": peak_rss(),
-        "wall_ms": millis(wall),
-        "cpu_ms": millis(cpu),
-        "phases": phases,
-    })
+    }) else {
+        unreachable!("a JSON object literal")
+    };
+    m
 }
 
 /// A point to measure one server request from.
@@ -224,22 +247,15 @@ impl Mark {
     /// process's: when other requests ran meanwhile (`alone` false) they
     /// include those requests' work, and the object says so.
     pub fn since(&self, s3: (u64, u64), alone: bool) -> serde_json::Value {
-        let d = |c: Counter| COUNTS[c as usize].load(Ordering::Relaxed) - self.counts[c as usize];
-        serde_json::json!({
-            "sources_read": d(Counter::SourcesRead),
-            "files_opened": d(Counter::FilesOpened),
-            "bytes_read_local": d(Counter::LocalBytes),
-            "bytes_read_s3": s3.1.saturating_sub(self.s3.1),
-            "s3_requests": s3.0.saturating_sub(self.s3.0),
-            "rows_scanned": d(Counter::RowsScanned),
-            "rows_produced": d(Counter::RowsProduced),
-            "index_segments": d(Counter::Segments),
-            "spill_bytes": 0,
-            "spill_files": 0,
-            "peak_rss_bytes": peak_rss(),
-            "wall_ms": millis(self.at.elapsed()),
-            "overlapped": !alone,
-        })
+        let d = |c: Counter| get(c) - self.counts[c as usize];
+        let s3 = (
+            s3.0.saturating_sub(self.s3.0),
+            s3.1.saturating_sub(self.s3.1),
+        );
+        let mut v = counters(d, s3);
+        v.insert("wall_ms".into(), millis(self.at.elapsed()).into());
+        v.insert("overlapped".into(), (!alone).into());
+        v.into()
     }
 }
 
