@@ -249,11 +249,31 @@ pub fn read_source(
     opts: DecodeOptions,
     sink: &mut dyn FnMut(&Storyline),
 ) -> Result<SourceRead, ReadFailure> {
+    read_source_while(src, opts, &mut |d| {
+        sink(d);
+        true
+    })
+}
+
+/// Like [`read_source`], until `sink` returns false. A store stops reading
+/// there; a file is decoded to its end (its documents are bounded by its
+/// size) but hands out nothing more. The counts are those of what was read.
+pub fn read_source_while(
+    src: &Source,
+    opts: DecodeOptions,
+    sink: &mut dyn FnMut(&Storyline) -> bool,
+) -> Result<SourceRead, ReadFailure> {
+    if src.kind == SourceKind::Store && src.format != formats::SourceFormat::EventsLance {
+        return read_store(src, sink);
+    }
+    let mut going = true;
+    let sink = &mut |d: &Storyline| {
+        if going {
+            going = sink(d);
+        }
+    };
     if src.format == formats::SourceFormat::EventsLance {
         return read_events(src, sink);
-    }
-    if src.kind == SourceKind::Store {
-        return read_store(src, sink);
     }
     if let Some(object) = &src.object {
         return read_object(src, object, opts, sink);
@@ -510,6 +530,25 @@ pub fn store_failure(src: &Source, e: &crate::store::StoreError) -> ReadFailure 
     })
 }
 
+/// Where the documents of each file end in a Source's reading order: the
+/// position (0-based, counting every document handed out by
+/// [`read_source`]) of the last document of each `origin_path`. Only a
+/// store holds documents of several files; for any other Source, `None`
+/// (they all come from the Source itself).
+pub fn origin_ends(
+    src: &Source,
+) -> Result<Option<std::collections::HashMap<Option<String>, u64>>, ReadFailure> {
+    if src.kind != SourceKind::Store || src.format == formats::SourceFormat::EventsLance {
+        return Ok(None);
+    }
+    let store = open_store(src)?;
+    let reader = store.reader().map_err(|e| store_failure(src, &e))?;
+    reader
+        .origin_ends()
+        .map(Some)
+        .map_err(|e| store_failure(src, &e))
+}
+
 /// The counts of a store from its tables, without building its documents
 /// (which [`read_store`] does; see [`crate::store::StoreReader::tally`]).
 fn count_store(src: &Source) -> Result<SourceRead, ReadFailure> {
@@ -529,22 +568,40 @@ fn count_store(src: &Source) -> Result<SourceRead, ReadFailure> {
     })
 }
 
-fn read_store(src: &Source, sink: &mut dyn FnMut(&Storyline)) -> Result<SourceRead, ReadFailure> {
+fn read_store(
+    src: &Source,
+    sink: &mut dyn FnMut(&Storyline) -> bool,
+) -> Result<SourceRead, ReadFailure> {
+    /// Why reading the documents ended early.
+    enum Ended {
+        Failed(crate::store::StoreError),
+        Stopped,
+    }
+    impl From<crate::store::StoreError> for Ended {
+        fn from(e: crate::store::StoreError) -> Self {
+            Ended::Failed(e)
+        }
+    }
     let store = open_store(src)?;
     let reader = store.reader().map_err(|e| store_failure(src, &e))?;
     let mut counts = SourceCounts::default();
     // A Run of a store is a run id of one of the files it was imported from.
     let mut runs: HashSet<(Option<String>, String)> = HashSet::new();
-    reader
-        .documents_each(|d| -> Result<(), crate::store::StoreError> {
-            counts.trajectories += 1;
-            counts.steps += d.turns.len() as u64;
-            counts.tool_calls += d.tool_call_count() as u64;
-            runs.insert((d.origin_path.clone(), d.run_id().to_string()));
-            sink(&d);
+    let read = reader.documents_each(|d| -> Result<(), Ended> {
+        counts.trajectories += 1;
+        counts.steps += d.turns.len() as u64;
+        counts.tool_calls += d.tool_call_count() as u64;
+        runs.insert((d.origin_path.clone(), d.run_id().to_string()));
+        if sink(&d) {
             Ok(())
-        })
-        .map_err(|e| store_failure(src, &e))?;
+        } else {
+            Err(Ended::Stopped)
+        }
+    });
+    match read {
+        Ok(()) | Err(Ended::Stopped) => {}
+        Err(Ended::Failed(e)) => return Err(store_failure(src, &e)),
+    }
     counts.runs = runs.len() as u64;
     Ok(SourceRead {
         counts,

@@ -168,13 +168,21 @@ pub async fn scan(
     Ok(out)
 }
 
+/// Bytes of reads a windowed scan may have in flight.
+const WINDOW_IO_BYTES: u64 = 32 << 20;
+
 /// The batches of `columns` of `path@version` in storage order, as a stream
-/// (pull it with `runtime().block_on(stream.next())`, one batch at a time).
+/// (pull it with `runtime().block_on(stream.next())`, one batch at a time),
+/// of `rows` rows each when given (Lance's default otherwise). With `rows`,
+/// the reads ahead of the consumer are also bounded (Lance buffers up to
+/// 2 GiB of them by default): a whole-row reader keeps a window, not the
+/// table.
 pub async fn scan_stream(
     path: &str,
     version: u64,
     columns: &[&str],
     filter: Option<&str>,
+    rows: Option<usize>,
 ) -> Result<lance::dataset::scanner::DatasetRecordBatchStream, StoreError> {
     let ds = open_at(path, version).await?;
     crate::util::stats::add(
@@ -183,6 +191,10 @@ pub async fn scan_stream(
     );
     let mut scanner = ds.scan();
     scanner.scan_in_order(true);
+    if let Some(n) = rows {
+        scanner.batch_size(n);
+        scanner.io_buffer_size(WINDOW_IO_BYTES);
+    }
     scanner.project(columns).map_err(lance_err)?;
     if let Some(f) = filter {
         scanner.filter(f).map_err(lance_err)?;

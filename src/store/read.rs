@@ -19,6 +19,9 @@ use crate::formats::model::{Storyline, ToolCall, Turn};
 use crate::table::Table;
 use crate::util::time::format_rfc3339;
 
+/// Rows per batch when whole rows are read to rebuild documents.
+const WHOLE_ROWS_PER_BATCH: usize = 1024;
+
 /// Reads one committed snapshot.
 #[derive(Debug, Clone)]
 pub struct StoreReader {
@@ -114,6 +117,27 @@ impl StoreReader {
         Ok(t)
     }
 
+    /// The storage position of the last document of each `origin_path`
+    /// (the file it was imported from; an empty path is `None`, as
+    /// [`StoreReader::documents_each`] builds it), from that one column.
+    pub fn origin_ends(&self) -> Result<HashMap<Option<String>, u64>, StoreError> {
+        let mut ends = HashMap::new();
+        let mut at = 0u64;
+        self.scan_each(Table::Documents, &["origin_path"], |b| {
+            let Some(origin) = b.column(0).as_string_opt::<i32>() else {
+                return Err(StoreError::Corrupt("runs: origin_path is not text".into()));
+            };
+            for i in 0..b.num_rows() {
+                let o = (!origin.is_null(i) && !origin.value(i).is_empty())
+                    .then(|| origin.value(i).to_string());
+                ends.insert(o, at);
+                at += 1;
+            }
+            Ok(())
+        })?;
+        Ok(ends)
+    }
+
     /// Rows in a stored table.
     pub fn count(&self, t: Table) -> Result<u64, StoreError> {
         match self.table(t) {
@@ -172,7 +196,7 @@ impl StoreReader {
             return Ok(());
         };
         let read = physical(t, columns);
-        let mut stream = runtime().block_on(scan_stream(&p, v, &read, filter))?;
+        let mut stream = runtime().block_on(scan_stream(&p, v, &read, filter, None))?;
         while let Some(b) = runtime().block_on(futures::StreamExt::next(&mut stream)) {
             let b = b.map_err(lance_err)?;
             for r in self.resolve_objects(vec![b])? {
@@ -291,8 +315,17 @@ impl StoreReader {
         columns: &[&str],
         filter: Option<&str>,
     ) -> Result<Batches<'_>, StoreError> {
+        // Whole rows of steps and calls are wide (tool output, residuals):
+        // smaller batches than Lance's default keep the window of rows in
+        // memory small, at no cost in speed measured.
         let stream = match self.table(t) {
-            Some((p, v)) => Some(runtime().block_on(scan_stream(&p, v, columns, filter))?),
+            Some((p, v)) => Some(runtime().block_on(scan_stream(
+                &p,
+                v,
+                columns,
+                filter,
+                Some(WHOLE_ROWS_PER_BATCH),
+            ))?),
             None => None,
         };
         Ok(Batches {

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use crate::support::run_measured;
+
 fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/dataset")
 }
@@ -612,58 +614,6 @@ fn a_dataset_root_behind_a_symlink_is_the_directory_it_names() {
     assert_eq!(a["dataset_uri"], b["dataset_uri"]);
     assert_eq!(a["snapshot_id"], b["snapshot_id"]);
     assert_eq!(b["sources"][0]["source_path"], "zh.json");
-}
-
-/// Run `args` and sample the process's resident high-water mark
-/// (`VmHWM`) until it exits; returns the output and the peak in MiB.
-fn run_measured(home: &Path, args: &[&str]) -> (Output, u64) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pchronicle"))
-        .env_remove("PCHRONICLE_SETTINGS")
-        .env("HOME", home)
-        .env("PCHRONICLE_CACHE_DIR", home.join("cache"))
-        .env("NO_COLOR", "1")
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let status = format!("/proc/{}/status", child.id());
-    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let readers = (
-        std::thread::spawn(move || {
-            let mut b = Vec::new();
-            std::io::Read::read_to_end(&mut out, &mut b).unwrap();
-            b
-        }),
-        std::thread::spawn(move || {
-            let mut b = Vec::new();
-            std::io::Read::read_to_end(&mut err, &mut b).unwrap();
-            b
-        }),
-    );
-    let mut peak_kib = 0u64;
-    loop {
-        if let Ok(text) = std::fs::read_to_string(&status) {
-            if let Some(kib) = text
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            {
-                peak_kib = peak_kib.max(kib);
-            }
-        }
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let status = child.wait().unwrap();
-    let o = Output {
-        status,
-        stdout: readers.0.join().unwrap(),
-        stderr: readers.1.join().unwrap(),
-    };
-    (o, peak_kib / 1024)
 }
 
 #[test]

@@ -23,6 +23,7 @@ mod fuzz_corpus;
 mod gateway;
 mod lance_interop;
 mod layers;
+mod memory;
 mod read_consistency;
 mod s3;
 mod serve;

@@ -12,8 +12,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
 /// The `pchronicle` binary under test.
 pub fn bin() -> &'static str {
@@ -135,4 +136,56 @@ macro_rules! need {
             return;
         }
     };
+}
+
+/// Run `args` and sample the process's resident high-water mark
+/// (`VmHWM`) until it exits; returns the output and the peak in MiB.
+pub fn run_measured(home: &Path, args: &[&str]) -> (Output, u64) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pchronicle"))
+        .env_remove("PCHRONICLE_SETTINGS")
+        .env("HOME", home)
+        .env("PCHRONICLE_CACHE_DIR", home.join("cache"))
+        .env("NO_COLOR", "1")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let readers = (
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut out, &mut b).unwrap();
+            b
+        }),
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut err, &mut b).unwrap();
+            b
+        }),
+    );
+    let mut peak_kib = 0u64;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&status) {
+            if let Some(kib) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            {
+                peak_kib = peak_kib.max(kib);
+            }
+        }
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let status = child.wait().unwrap();
+    let o = Output {
+        status,
+        stdout: readers.0.join().unwrap(),
+        stderr: readers.1.join().unwrap(),
+    };
+    (o, peak_kib / 1024)
 }

@@ -8,8 +8,9 @@ use crate::error::Error;
 
 /// Run the command.
 pub fn run(s: &ExportSettings, out: &mut Out) -> Result<ExitStatus, Error> {
-    let mut stdout = Vec::new();
+    // Records go straight to stdout: the export bounds its own memory and
+    // writes nothing there when it fails.
+    let mut stdout = std::io::stdout().lock();
     crate::ingest::export::export(s, out, &mut stdout)?;
-    out.write_bytes(&stdout)?;
     Ok(ExitStatus::Success)
 }

@@ -1,0 +1,214 @@
+//! Memory that does not grow with the data (issue 21): `export` holds the
+//! file being encoded, not the store, and a store exports exactly like the
+//! files it was imported from.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::support::{bin, run_measured};
+
+fn run(args: &[&str]) -> Output {
+    Command::new(bin()).args(args).output().unwrap()
+}
+
+fn ok(o: &Output) -> &Output {
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+/// A generated ATIF corpus of `runs` trajectories (about 100 steps each,
+/// a subagent every fifth), imported into a store; returns the store and
+/// the corpus's size in MiB.
+fn store(dir: &Path, name: &str, runs: u64) -> (PathBuf, u64) {
+    let data = dir.join(name);
+    let bytes = pchronicle::corpus::generate(&pchronicle::corpus::Options {
+        out: data.clone(),
+        runs,
+        steps: 100,
+        seed: 21,
+        format: "atif".into(),
+        subagent_every: 5,
+        files_per_dir: 500,
+    })
+    .unwrap();
+    let store = dir.join(format!("{name}.store"));
+    ok(&run(&[
+        "import",
+        "--from",
+        data.to_str().unwrap(),
+        "--output",
+        store.to_str().unwrap(),
+        "-q",
+    ]));
+    (store, bytes >> 20)
+}
+
+/// The peak resident memory (MiB) of exporting `store` with `extra`
+/// options, and the records written.
+fn export_peak(home: &Path, store: &Path, extra: &[&str]) -> (u64, usize) {
+    let out = home.join("out.jsonl");
+    let _ = std::fs::remove_file(&out);
+    let mut args = vec![
+        "export",
+        "--from",
+        store.to_str().unwrap(),
+        "--format",
+        "atif",
+        "-q",
+    ];
+    args.extend_from_slice(extra);
+    let to_file = !extra.contains(&"-");
+    if to_file {
+        args.extend(["--output", out.to_str().unwrap()]);
+    }
+    let (o, peak) = run_measured(home, &args);
+    ok(&o);
+    let bytes = if to_file {
+        std::fs::read(&out).unwrap()
+    } else {
+        o.stdout
+    };
+    (
+        peak,
+        bytes
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count(),
+    )
+}
+
+#[test]
+fn export_memory_does_not_grow_with_the_store() {
+    // Two stores, the second four times the first (60,000 against 15,000
+    // steps), exported streamed and to a file. Holding the documents costs
+    // about six times their JSON size, so an export that kept them grew by
+    // that much; a streamed export grows only with the table reader's
+    // state (see docs/benchmarks.md), well under three times the extra
+    // JSON.
+    let dir = tempfile::tempdir().unwrap();
+    let (small, small_mib) = store(dir.path(), "small", 150);
+    let (large, large_mib) = store(dir.path(), "large", 600);
+    let bound = 3 * (large_mib - small_mib);
+    for extra in [&["--stream", "--output", "-"][..], &[][..]] {
+        let (p_small, n_small) = export_peak(dir.path(), &small, extra);
+        let (p_large, n_large) = export_peak(dir.path(), &large, extra);
+        assert!(
+            n_large > 3 * n_small,
+            "{extra:?}: {n_small} and {n_large} records"
+        );
+        assert!(
+            p_large <= p_small + bound,
+            "{extra:?}: exporting {large_mib} MiB of trajectories peaked at {p_large} MiB, \
+             {small_mib} MiB at {p_small} MiB (at most {bound} MiB more expected)"
+        );
+    }
+}
+
+/// One Storyline record per line, in reverse order: subagents come before
+/// the parents that embed them.
+fn reversed_lines(bytes: &[u8]) -> Vec<u8> {
+    let mut lines: Vec<&[u8]> = bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines.reverse();
+    let mut out = lines.join(&b'\n');
+    out.push(b'\n');
+    out
+}
+
+#[test]
+fn a_store_exports_like_the_files_it_came_from() {
+    // Storyline files whose subagents come before their parents, several
+    // per file: the store made from them exports, in every format and
+    // whether streamed or not, the same bytes as the files themselves
+    // (subagents embedded in their parents within each file).
+    let dir = tempfile::tempdir().unwrap();
+    let atif = dir.path().join("atif");
+    pchronicle::corpus::generate(&pchronicle::corpus::Options {
+        out: atif.clone(),
+        runs: 12,
+        steps: 12,
+        seed: 5,
+        format: "atif".into(),
+        subagent_every: 2,
+        files_per_dir: 4,
+    })
+    .unwrap();
+    let ls: serde_json::Value = serde_json::from_slice(
+        &ok(&run(&["ls", atif.to_str().unwrap(), "--format", "json"])).stdout,
+    )
+    .unwrap();
+    let story = dir.path().join("story");
+    std::fs::create_dir_all(&story).unwrap();
+    let mut embedded = 0;
+    for (i, s) in ls["sources"].as_array().unwrap().iter().enumerate() {
+        let source = s["source_path"].as_str().unwrap();
+        let o = run(&[
+            "export",
+            "--from",
+            atif.to_str().unwrap(),
+            "--source",
+            source,
+            "--format",
+            "storyline",
+            "--stream",
+            "--output",
+            "-",
+            "-q",
+        ]);
+        let lines = reversed_lines(&ok(&o).stdout);
+        embedded += lines
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count()
+            - 1;
+        std::fs::write(story.join(format!("{i:02}.jsonl")), lines).unwrap();
+    }
+    assert!(embedded >= 6, "only {embedded} subagents");
+    let store = dir.path().join("store");
+    ok(&run(&[
+        "import",
+        "--from",
+        story.to_str().unwrap(),
+        "--output",
+        store.to_str().unwrap(),
+        "-q",
+    ]));
+    for format in ["atif", "actf", "openai-messages", "storyline"] {
+        for stream in [true, false] {
+            let export = |from: &Path| -> Vec<u8> {
+                let mut args = vec![
+                    "export",
+                    "--from",
+                    from.to_str().unwrap(),
+                    "--format",
+                    format,
+                    "--output",
+                    "-",
+                    "-q",
+                ];
+                if stream {
+                    args.push("--stream");
+                }
+                ok(&run(&args)).stdout.clone()
+            };
+            let (files, stored) = (export(&story), export(&store));
+            assert!(!files.is_empty());
+            assert!(
+                files == stored,
+                "{format} (stream: {stream}): the store's export differs from the files'"
+            );
+            if format == "atif" {
+                // One record per file: its subagents are embedded.
+                let records = stored.split(|b| *b == b'\n').filter(|l| !l.is_empty());
+                assert_eq!(records.count(), 12, "{format}");
+            }
+        }
+    }
+}
