@@ -4,7 +4,8 @@
 #     Lance store (wall time, MB/s, peak RSS; the full-text index build is
 #     reported separately and subtracted for the store-only figure);
 #   - DuckDB `read_json` -> Parquet on the same files;
-#   - `pchronicle export --stream` of the whole store back to ATIF JSON Lines.
+#   - `pchronicle export` of the whole store back to ATIF JSON Lines, with
+#     `--stream` and without (to a file).
 # Writes Markdown to stdout.
 #
 #   bash benches/import.sh [RUNS] [STEPS]      (default 20000 100)
@@ -42,6 +43,11 @@ read -r DUCK_S DUCK_RSS < "$WORK/duck.time"
   "$PC" export --from "$WORK/store" --format atif --stream --output "$WORK/export.jsonl" -q
 read -r EXPORT_S EXPORT_RSS < "$WORK/export.time"
 EXPORT_BYTES=$(stat -c %s "$WORK/export.jsonl")
+rm -f "$WORK/export.jsonl"
+# Without --stream: the same JSON Lines, published by one link at the end.
+/usr/bin/time -f '%e %M' -o "$WORK/export-file.time" \
+  "$PC" export --from "$WORK/store" --format atif --output "$WORK/export.jsonl" -q
+read -r EXPORT_FILE_S EXPORT_FILE_RSS < "$WORK/export-file.time"
 
 echo "Corpus: $(jq .trajectories "$WORK/import.json") trajectories, $(jq .steps "$WORK/import.json") steps in $RUNS ATIF files, $(mb "$RAW_BYTES") MB (largest file $(awk -v b="$LARGEST" 'BEGIN{printf "%.1f", b/1e6}') MB), seed 11; warm page cache; $(nproc) cores."
 echo
@@ -52,6 +58,7 @@ echo "| of which full-text index build | ${INDEX_S} s | | |"
 echo "| pchronicle import without the index build | ${STORE_ONLY_S} s | $(rate "$RAW_BYTES" "$STORE_ONLY_S") MB/s | |"
 echo "| DuckDB read_json → Parquet | ${DUCK_S} s | $(rate "$RAW_BYTES" "$DUCK_S") MB/s | $((DUCK_RSS / 1024)) MiB |"
 echo "| pchronicle export --format atif --stream | ${EXPORT_S} s | $(rate "$EXPORT_BYTES" "$EXPORT_S") MB/s written ($(mb "$EXPORT_BYTES") MB) | $((EXPORT_RSS / 1024)) MiB |"
+echo "| pchronicle export --format atif (to a file) | ${EXPORT_FILE_S} s | $(rate "$EXPORT_BYTES" "$EXPORT_FILE_S") MB/s written | $((EXPORT_FILE_RSS / 1024)) MiB |"
 echo
 echo "Sizes: store $(du -sb "$WORK/store" | cut -f1 | xargs -I{} awk -v b={} 'BEGIN{printf "%.0f", b/1e6}') MB (of which index $(du -sb "$WORK/store/_pchronicle" | cut -f1 | xargs -I{} awk -v b={} 'BEGIN{printf "%.0f", b/1e6}') MB); DuckDB Parquet $(mb "$(stat -c %s "$WORK/duck.parquet")") MB."
 echo "RSS goal: ≤ 2 × largest trajectory + 256 MiB = $(awk -v b="$LARGEST" 'BEGIN{printf "%.0f", 2*b/1048576+256}') MiB."

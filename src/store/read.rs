@@ -261,6 +261,7 @@ impl StoreReader {
                 Table::ToolCalls,
                 &["storage_ordinal", "turn_ordinal", "result"],
                 Some("result IS NOT NULL"),
+                None,
             )?,
             current: None,
             row: 0,
@@ -303,29 +304,26 @@ impl StoreReader {
         })
     }
 
-    /// Batches of `columns` of table `t`, pulled one at a time.
+    /// Whole rows of table `t`, pulled one at a time through a bounded
+    /// window: rows of steps and calls are wide (tool output, residuals),
+    /// and Lance's default batches and read-ahead would hold hundreds of
+    /// MiB of them (an export of the 1M-step benchmark store peaked at
+    /// 1 GiB with them, 0.6 GiB with the window, and ran faster).
     fn batches(&self, t: Table, columns: &[&str]) -> Result<Batches<'_>, StoreError> {
-        self.batches_where(t, columns, None)
+        self.batches_where(t, columns, None, Some(WHOLE_ROWS_PER_BATCH))
     }
 
-    /// [`StoreReader::batches`] of the rows a Lance filter keeps.
+    /// Batches of `columns` of the rows a Lance filter keeps, of `rows`
+    /// rows each (Lance's default when `None`).
     fn batches_where(
         &self,
         t: Table,
         columns: &[&str],
         filter: Option<&str>,
+        rows: Option<usize>,
     ) -> Result<Batches<'_>, StoreError> {
-        // Whole rows of steps and calls are wide (tool output, residuals):
-        // smaller batches than Lance's default keep the window of rows in
-        // memory small, at no cost in speed measured.
         let stream = match self.table(t) {
-            Some((p, v)) => Some(runtime().block_on(scan_stream(
-                &p,
-                v,
-                columns,
-                filter,
-                Some(WHOLE_ROWS_PER_BATCH),
-            ))?),
+            Some((p, v)) => Some(runtime().block_on(scan_stream(&p, v, columns, filter, rows))?),
             None => None,
         };
         Ok(Batches {

@@ -172,9 +172,10 @@ pub fn export(
             );
             continue;
         }
-        // Each file's documents are encoded together as soon as the last
-        // one is read; a Source that fails part way has written nothing
-        // unless its records were already streamed.
+        // Each file's documents are encoded and written as soon as the
+        // last one is read. A file Source is checked whole before any of it
+        // is written; a store that fails part way keeps the files already
+        // written, and its warning says so.
         let ends = match origin_ends(src) {
             Ok(e) => e,
             Err(e) => {
