@@ -1083,6 +1083,54 @@ fn the_gateway_appends_events_to_an_s3_dataset_that_reads_them_back() {
         "{}",
         stderr(&o)
     );
+    // The same store copied to local disk reads the same in every command.
+    let local = dir.join("copy");
+    admin(&["download", &b, "live/", local.to_str().unwrap()]);
+    let local = local.to_str().unwrap();
+    let out = |args: &[&str]| -> String {
+        let o = env.run(&with_allow(args));
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    for sql in [
+        "SELECT * FROM steps ORDER BY session_id, step_id",
+        "SELECT * FROM trajectories",
+        "SELECT * FROM tool_calls",
+        "SELECT * FROM events",
+    ] {
+        assert_eq!(
+            out(&["query", &uri, sql, "--format", "csv"]),
+            out(&["query", local, sql, "--format", "csv"]),
+            "{sql}"
+        );
+    }
+    for format in ["storyline", "atif", "openai-messages"] {
+        let export = |from: &str| out(&["export", "--from", from, "--format", format, "-o", "-"]);
+        assert_eq!(export(&uri), export(local), "export {format}");
+    }
+    let find = |from: &str| -> Vec<serde_json::Value> {
+        let v: serde_json::Value = serde_json::from_str(&out(&[
+            "find", from, "--match", "question", "--format", "json",
+        ]))
+        .unwrap();
+        let hits = v["matches"].as_array().expect("find matches").clone();
+        assert!(!hits.is_empty(), "{v}");
+        hits
+    };
+    assert_eq!(find(&uri), find(local));
+    let counts = |from: &str| -> serde_json::Value {
+        let v: serde_json::Value =
+            serde_json::from_str(&out(&["status", from, "--format", "json"])).unwrap();
+        let s = &v["sources"][0];
+        assert_eq!(s["events"]["events"], 4, "{v}");
+        serde_json::json!([
+            s["status"],
+            s["counts"],
+            s["events"]["stored_rows"],
+            s["events"]["sessions"]
+        ])
+    };
+    assert_eq!(counts(&uri), counts(local));
 }
 
 #[test]

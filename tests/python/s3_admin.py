@@ -3,6 +3,7 @@
 Usage: s3_admin.py ENDPOINT COMMAND ARGS...
   bucket NAME versioned|unversioned   create a bucket
   upload NAME PREFIX DIR              upload every file under DIR
+  download NAME PREFIX DIR            write every object under PREFIX below DIR
   put NAME KEY FILE                   put one object from a file ('-' = stdin)
   delete NAME KEY                     delete one object
   get NAME KEY                        print one object
@@ -55,6 +56,16 @@ def main() -> None:
     elif command == "get":
         name, key = args
         sys.stdout.buffer.write(s3.get_object(Bucket=name, Key=key)["Body"].read())
+    elif command == "download":
+        # Every object under PREFIX, written below ROOT by its key's rest.
+        name, prefix, root = args
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=name, Prefix=prefix)
+        for page in pages:
+            for o in page.get("Contents", []):
+                path = os.path.join(root, o["Key"][len(prefix) :])
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "wb") as fh:
+                    fh.write(s3.get_object(Bucket=name, Key=o["Key"])["Body"].read())
     elif command == "keys":
         (name,) = args
         pages = s3.get_paginator("list_objects_v2").paginate(Bucket=name)
