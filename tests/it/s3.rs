@@ -1131,6 +1131,25 @@ fn the_gateway_appends_events_to_an_s3_dataset_that_reads_them_back() {
         ])
     };
     assert_eq!(counts(&uri), counts(local));
+    // And the explorer's API lists the same trajectories with the same steps.
+    let web = dir.join("web");
+    std::fs::create_dir_all(&web).unwrap();
+    let config = format!(
+        "[[datasets]]\nname = \"s3\"\nuri = \"{uri}\"\n\
+         [[datasets]]\nname = \"disk\"\nuri = \"{local}\"\n"
+    );
+    let served = crate::serve::harness::Served::start_command(env.cmd(), &web, &config, &ALLOW);
+    let api = |name: &str, rest: &str| served.json(&format!("/api/v1/datasets/{name}/{rest}"));
+    let listed = |name: &str| api(name, "trajectories")["trajectories"].clone();
+    let on_s3 = listed("s3");
+    assert!(on_s3.as_array().is_some_and(|a| !a.is_empty()), "{on_s3}");
+    assert_eq!(on_s3, listed("disk"));
+    for t in on_s3.as_array().unwrap() {
+        let doc = crate::serve::harness::enc(t["document_id"].as_str().unwrap());
+        let steps = |name: &str| api(name, &format!("trajectories/{doc}/steps"))["steps"].clone();
+        assert!(steps("s3").as_array().is_some_and(|a| !a.is_empty()));
+        assert_eq!(steps("s3"), steps("disk"));
+    }
 }
 
 #[test]

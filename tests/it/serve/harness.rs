@@ -37,9 +37,14 @@ impl Served {
 
     /// As [`Served::start`], with extra arguments.
     pub fn start_with(dir: &Path, config: &str, extra: &[&str]) -> Served {
+        Self::start_command(command(dir), dir, config, extra)
+    }
+
+    /// As [`Served::start_with`], run by `cmd` (its environment included).
+    pub fn start_command(mut cmd: Command, dir: &Path, config: &str, extra: &[&str]) -> Served {
         let cfg = dir.join("warehouse.toml");
         std::fs::write(&cfg, config).unwrap();
-        let mut child = command(dir)
+        let mut child = cmd
             .args(["serve", "--config"])
             .arg(&cfg)
             .args(["--listen", "127.0.0.1:0"])
