@@ -822,30 +822,36 @@ fn signals_cancel_reads_and_remove_their_unfinished_files() {
     };
     let d = data.to_str().unwrap();
 
-    // export --stream to a file: interrupted while its temporary file grows.
-    let target = out_dir.join("all.jsonl");
-    let mut child = cmd(&[
-        "export", "--from", d, "--format", "atif", "--stream", "--output",
-    ])
-    .arg(&target)
-    .spawn()
-    .unwrap();
-    let pid = child.id();
-    let tmp = out_dir.join(format!(".all.jsonl.tmp-{pid}"));
-    assert!(
-        while_running(&mut child, || std::fs::metadata(&tmp)
-            .is_ok_and(|m| m.len() > 0)),
-        "export ended before it was interrupted"
-    );
-    let (o, secs) = signal(child, "-INT");
-    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("interrupted (SIGINT): `export` cancelled, the unfinished work was removed (1 temporary path)"),
-        "{}",
-        stderr(&o)
-    );
-    assert!(secs < 5.0, "export took {secs} s to stop");
-    assert_eq!(entries(&out_dir), Vec::<String>::new(), "export left files");
+    // export to a file, streamed or not: interrupted while its temporary
+    // file grows (both write records as they are converted).
+    for extra in [&["--stream"][..], &[][..]] {
+        let target = out_dir.join("all.jsonl");
+        let mut child = cmd(&["export", "--from", d, "--format", "atif", "--output"])
+            .arg(&target)
+            .args(extra)
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let tmp = out_dir.join(format!(".all.jsonl.tmp-{pid}"));
+        assert!(
+            while_running(&mut child, || std::fs::metadata(&tmp)
+                .is_ok_and(|m| m.len() > 0)),
+            "export {extra:?} ended before it was interrupted"
+        );
+        let (o, secs) = signal(child, "-INT");
+        assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("interrupted (SIGINT): `export` cancelled, the unfinished work was removed (1 temporary path)"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(secs < 5.0, "export {extra:?} took {secs} s to stop");
+        assert_eq!(
+            entries(&out_dir),
+            Vec::<String>::new(),
+            "export {extra:?} left files"
+        );
+    }
 
     // find, while it builds the Dataset's index in the cache: stopped, and
     // the next find builds or reuses a sound index.
