@@ -263,13 +263,29 @@ pub fn read_source_while(
     opts: DecodeOptions,
     sink: &mut dyn FnMut(&Storyline) -> bool,
 ) -> Result<SourceRead, ReadFailure> {
+    read_source_selected(src, opts, &mut |_| true, &mut |d, _| sink(d))
+}
+
+/// Like [`read_source_while`], with a selection: `keep` sees each document
+/// once, in reading order, before `sink` gets it with its answer. In a
+/// store, `keep` sees the document as its `runs` row gives it (no steps),
+/// and a document it refuses is not built: `sink` gets that row alone. A
+/// file is decoded whole, so there `keep` sees full documents. Counts are
+/// those of what was built.
+pub fn read_source_selected(
+    src: &Source,
+    opts: DecodeOptions,
+    keep: &mut dyn FnMut(&Storyline) -> bool,
+    sink: &mut dyn FnMut(&Storyline, bool) -> bool,
+) -> Result<SourceRead, ReadFailure> {
     if src.kind == SourceKind::Store && src.format != formats::SourceFormat::EventsLance {
-        return read_store(src, sink);
+        return read_store(src, keep, sink);
     }
     let mut going = true;
     let sink = &mut |d: &Storyline| {
         if going {
-            going = sink(d);
+            let kept = keep(d);
+            going = sink(d, kept);
         }
     };
     if src.format == formats::SourceFormat::EventsLance {
@@ -570,7 +586,8 @@ fn count_store(src: &Source) -> Result<SourceRead, ReadFailure> {
 
 fn read_store(
     src: &Source,
-    sink: &mut dyn FnMut(&Storyline) -> bool,
+    keep: &mut dyn FnMut(&Storyline) -> bool,
+    sink: &mut dyn FnMut(&Storyline, bool) -> bool,
 ) -> Result<SourceRead, ReadFailure> {
     /// Why reading the documents ended early.
     enum Ended {
@@ -587,12 +604,12 @@ fn read_store(
     let mut counts = SourceCounts::default();
     // A Run of a store is a run id of one of the files it was imported from.
     let mut runs: HashSet<(Option<String>, String)> = HashSet::new();
-    let read = reader.documents_each(|d| -> Result<(), Ended> {
+    let read = reader.documents_selected(keep, |d, kept| -> Result<(), Ended> {
         counts.trajectories += 1;
         counts.steps += d.turns.len() as u64;
         counts.tool_calls += d.tool_call_count() as u64;
         runs.insert((d.origin_path.clone(), d.run_id().to_string()));
-        if sink(&d) {
+        if sink(&d, kept) {
             Ok(())
         } else {
             Err(Ended::Stopped)

@@ -340,6 +340,19 @@ impl StoreReader {
         &self,
         mut each: impl FnMut(Storyline) -> Result<(), E>,
     ) -> Result<(), E> {
+        self.documents_selected(|_| true, |d, _| each(d))
+    }
+
+    /// Like [`StoreReader::documents_each`], building only the documents
+    /// `keep` accepts. `keep` sees each document once, in storage order,
+    /// as its `runs` row gives it (no steps yet); the rows of the others
+    /// are read but not decoded, and they reach `each` as that row alone,
+    /// with `false`.
+    pub fn documents_selected<E: From<StoreError>>(
+        &self,
+        mut keep: impl FnMut(&Storyline) -> bool,
+        mut each: impl FnMut(Storyline, bool) -> Result<(), E>,
+    ) -> Result<(), E> {
         let all = |t: Table| -> Vec<String> {
             table_schema(t)
                 .fields()
@@ -357,6 +370,11 @@ impl StoreReader {
         }
         let mut a = Assembly::default();
         a.add_runs(&self.scan(Table::Documents, &refs(&runs_cols))?)?;
+        a.skip = a
+            .docs
+            .iter()
+            .map(|d| d.as_ref().is_some_and(|d| !keep(d)))
+            .collect();
         let mut steps = self.batches(Table::Steps, &refs(&steps_cols))?;
         let mut calls = self.batches(Table::ToolCalls, &refs(&calls_cols))?;
         // A call row read but not yet attached (its document is still open).
@@ -391,7 +409,7 @@ impl StoreReader {
             }
             for di in done..open {
                 if let Some(d) = a.take(di) {
-                    each(d)?;
+                    each(d, !a.skip[di])?;
                 }
             }
             done = done.max(open);
@@ -447,8 +465,12 @@ impl Batches<'_> {
                 return Ok(None);
             };
             for r in rows(std::slice::from_ref(&b)) {
-                let (doc, ordinal, call) = call_of(&r)?;
+                let doc = req(r.int("storage_ordinal"), "storage_ordinal")?;
                 let di = a.position(doc, "tool call")?;
+                if a.skip[di] {
+                    continue;
+                }
+                let (_, ordinal, call) = call_of(&r)?;
                 self.ready.push_back((di, ordinal, call));
             }
         }
@@ -743,6 +765,8 @@ struct Assembly {
     index: HashMap<i64, usize>,
     /// Turn positions by ordinal, per document not yet handed out.
     turns: HashMap<usize, HashMap<i64, usize>>,
+    /// Documents whose steps and calls are not decoded, by position.
+    skip: Vec<bool>,
 }
 
 impl Assembly {
@@ -772,10 +796,15 @@ impl Assembly {
         })
     }
 
-    /// Attach a step; returns its document's position.
+    /// Attach a step (unless its document is skipped); returns its
+    /// document's position.
     fn add_step(&mut self, r: &Row<'_>) -> Result<usize, StoreError> {
-        let (doc, ordinal, t) = step_turn(r)?;
+        let doc = req(r.int("storage_ordinal"), "storage_ordinal")?;
         let di = self.position(doc, "step")?;
+        if self.skip[di] {
+            return Ok(di);
+        }
+        let (_, ordinal, t) = step_turn(r)?;
         let d = self.doc(di)?;
         let at = d.turns.len();
         d.turns.push(t);

@@ -211,4 +211,53 @@ fn a_store_exports_like_the_files_it_came_from() {
             }
         }
     }
+    // A selection picks the same trajectories from the store, which does not
+    // build the others, as from the files (a parent alone, a subagent alone,
+    // a condition).
+    let sessions: Vec<String> = String::from_utf8(
+        ok(&run(&[
+            "query",
+            store.to_str().unwrap(),
+            "SELECT session_id FROM trajectories ORDER BY source_path, storage_ordinal",
+            "--format",
+            "csv",
+            "-q",
+        ]))
+        .stdout
+        .clone(),
+    )
+    .unwrap()
+    .lines()
+    .skip(1)
+    .map(str::to_string)
+    .collect();
+    let mut selections: Vec<Vec<&str>> = vec![vec!["--where", "step_count > 8"]];
+    for s in sessions.iter().take(4) {
+        selections.push(vec!["--session-id", s]);
+        selections.push(vec!["--run-id", s]);
+    }
+    for selection in &selections {
+        for format in ["atif", "storyline"] {
+            let export = |from: &Path| -> Output {
+                let mut args = vec![
+                    "export",
+                    "--from",
+                    from.to_str().unwrap(),
+                    "--format",
+                    format,
+                    "--output",
+                    "-",
+                    "-q",
+                ];
+                args.extend(selection.iter().copied());
+                run(&args)
+            };
+            let (files, stored) = (export(&story), export(&store));
+            assert_eq!(files.status.code(), stored.status.code(), "{selection:?}");
+            assert!(
+                files.stdout == stored.stdout,
+                "{format} {selection:?}: the store's export differs from the files'"
+            );
+        }
+    }
 }

@@ -10,7 +10,7 @@ use groups::Groups;
 use sink::Sink;
 
 use super::{ExportOptions, IngestError as Error};
-use crate::catalog::read::{origin_ends, read_source_while, ReadFailure};
+use crate::catalog::read::{origin_ends, read_source_selected, ReadFailure};
 use crate::catalog::{CatalogError, CatalogSnapshot, SourceStatus};
 use crate::formats::encode::Loss;
 use crate::formats::model::Storyline;
@@ -209,13 +209,18 @@ pub fn export(
             }
             Ok(())
         };
-        let r = read_source_while(src, opts, &mut |d| {
+        // The selection needs only what a store's `runs` row gives, so the
+        // documents it refuses are not built.
+        let mut keep = |d: &Storyline| {
             let keep = s.run_id.as_ref().is_none_or(|r| d.run_id() == r)
                 && s.session_id.as_ref().is_none_or(|x| &d.session == x)
                 && allowed
                     .as_ref()
                     .is_none_or(|a| a.contains(&(src.source_path.clone(), ordinal)));
             ordinal += 1;
+            keep
+        };
+        let r = read_source_selected(src, opts, &mut keep, &mut |d, keep| {
             for group in groups.next(d, keep) {
                 if let Err(e) = emit(group, &mut sink, &mut losses) {
                     failed = Some(e);
