@@ -405,7 +405,10 @@ pub struct ExportArgs {
     /// Refuse conversions that cannot keep every field.
     #[arg(long)]
     pub strict: bool,
-    /// Write one record per line as they are produced (JSON Lines).
+    /// Always JSON Lines, written as records are produced: on stdout, records
+    /// written before a failure stay there. Without it a single record is one
+    /// pretty document, and stdout gets nothing until the export succeeds.
+    /// Memory is the same either way.
     #[arg(long)]
     pub stream: bool,
     /// Replace an existing output file (a regular file only; a directory,
