@@ -249,29 +249,20 @@ pub fn read_source(
     opts: DecodeOptions,
     sink: &mut dyn FnMut(&Storyline),
 ) -> Result<SourceRead, ReadFailure> {
-    read_source_while(src, opts, &mut |d| {
+    read_source_selected(src, opts, &mut |_| true, &mut |d, _| {
         sink(d);
         true
     })
 }
 
-/// Like [`read_source`], until `sink` returns false. A store stops reading
-/// there; a file is decoded to its end (its documents are bounded by its
-/// size) but hands out nothing more. The counts are those of what was read.
-pub fn read_source_while(
-    src: &Source,
-    opts: DecodeOptions,
-    sink: &mut dyn FnMut(&Storyline) -> bool,
-) -> Result<SourceRead, ReadFailure> {
-    read_source_selected(src, opts, &mut |_| true, &mut |d, _| sink(d))
-}
-
-/// Like [`read_source_while`], with a selection: `keep` sees each document
-/// once, in reading order, before `sink` gets it with its answer. In a
-/// store, `keep` sees the document as its `runs` row gives it (no steps),
-/// and a document it refuses is not built: `sink` gets that row alone. A
-/// file is decoded whole, so there `keep` sees full documents. Counts are
-/// those of what was built.
+/// Like [`read_source`], with a selection and a way to stop. `keep` sees
+/// each document once, in reading order, before `sink` gets it with its
+/// answer; reading stops when `sink` returns false (a store at once, a file
+/// at its end, handing out nothing more). In a store, `keep` sees the
+/// document as its `runs` row gives it (no steps), and a document it
+/// refuses is not built: `sink` gets that row alone. A file is decoded
+/// whole, so there `keep` sees full documents. Counts are those of what was
+/// built.
 pub fn read_source_selected(
     src: &Source,
     opts: DecodeOptions,

@@ -109,6 +109,22 @@ fn export_memory_does_not_grow_with_the_store() {
     }
 }
 
+/// `export --from FROM --format FORMAT` to stdout, with `extra` options.
+fn export_stdout(from: &Path, format: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "export",
+        "--from",
+        from.to_str().unwrap(),
+        "--format",
+        format,
+        "--output",
+        "-",
+        "-q",
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
 /// One Storyline record per line, in reverse order: subagents come before
 /// the parents that embed them.
 fn reversed_lines(bytes: &[u8]) -> Vec<u8> {
@@ -182,22 +198,8 @@ fn a_store_exports_like_the_files_it_came_from() {
     ]));
     for format in ["atif", "actf", "openai-messages", "storyline"] {
         for stream in [true, false] {
-            let export = |from: &Path| -> Vec<u8> {
-                let mut args = vec![
-                    "export",
-                    "--from",
-                    from.to_str().unwrap(),
-                    "--format",
-                    format,
-                    "--output",
-                    "-",
-                    "-q",
-                ];
-                if stream {
-                    args.push("--stream");
-                }
-                ok(&run(&args)).stdout.clone()
-            };
+            let extra: &[&str] = if stream { &["--stream"] } else { &[] };
+            let export = |from: &Path| ok(&export_stdout(from, format, extra)).stdout.clone();
             let (files, stored) = (export(&story), export(&store));
             assert!(!files.is_empty());
             assert!(
@@ -238,20 +240,7 @@ fn a_store_exports_like_the_files_it_came_from() {
     }
     for selection in &selections {
         for format in ["atif", "storyline"] {
-            let export = |from: &Path| -> Output {
-                let mut args = vec![
-                    "export",
-                    "--from",
-                    from.to_str().unwrap(),
-                    "--format",
-                    format,
-                    "--output",
-                    "-",
-                    "-q",
-                ];
-                args.extend(selection.iter().copied());
-                run(&args)
-            };
+            let export = |from: &Path| export_stdout(from, format, selection);
             let (files, stored) = (export(&story), export(&store));
             assert_eq!(files.status.code(), stored.status.code(), "{selection:?}");
             assert!(
