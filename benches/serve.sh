@@ -59,23 +59,33 @@ first_page() { # DATASET
   local t0 doc t1
   start_server
   t0=$(now)
-  doc=$(curl -sf "$URL/api/v1/datasets/$1/runs?limit=1" | jq -r '.runs[0].document_id')
+  doc=$(curl -sf "$URL/api/v1/datasets/$1/runs?limit=1" | jq -r '.runs[0].root_document_id')
   curl -sf "$URL/api/v1/datasets/$1/trajectories/$doc/steps?limit=100" | jq -e '.steps | length == 100' > /dev/null
   t1=$(ms_since "$t0")
   local t2
   t2=$(now)
-  curl -sf "$URL/api/v1/datasets/$1/trajectories/$doc/steps?offset=99900&limit=100" | jq -e '.steps | length == 100' > /dev/null
-  echo "$t1 $(ms_since "$t2")"
+  local total
+  total=$(curl -sf "$URL/api/v1/datasets/$1/trajectories/$doc/steps?limit=1" | jq '.total')
+  curl -sf "$URL/api/v1/datasets/$1/trajectories/$doc/steps?offset=$((total - 100))&limit=100" | jq -e '.steps | length == 100' > /dev/null
+  local t3
+  t3=$(ms_since "$t2")
+  # Then page through the whole trajectory, as a reader scrolling it would.
+  local off=0
+  while [ "$off" -lt "$total" ]; do
+    curl -sf "$URL/api/v1/datasets/$1/trajectories/$doc/steps?offset=$off&limit=500" > /dev/null
+    off=$((off + 500))
+  done
+  echo "$t1 $t3 $(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$SERVER/status")"
   stop_server
 }
-read -r BIG_FIRST BIG_LAST <<< "$(first_page big)"
-read -r BIGSTORE_FIRST BIGSTORE_LAST <<< "$(first_page bigstore)"
+read -r BIG_FIRST BIG_LAST BIG_RSS <<< "$(first_page big)"
+read -r BIGSTORE_FIRST BIGSTORE_LAST BIGSTORE_RSS <<< "$(first_page bigstore)"
 # The same first page from DuckDB: read the 100,000-step file, sort, take 100.
 BIGFILE=$(find "$BIG" -name '*.json' | head -1)
 DUCK_FIRST=$( { /usr/bin/time -f '%e' duckdb -c "SELECT s.step_id, s.source, s.message FROM (SELECT unnest(steps) AS s FROM read_json('$BIGFILE', maximum_object_size=1073741824)) ORDER BY s.step_id LIMIT 100" > /dev/null; } 2>&1 | tail -1)
 
 start_server
-DOC=$(curl -sf "$URL/api/v1/datasets/steps1m/runs?limit=1&offset=5000" | jq -r '.runs[0].document_id')
+DOC=$(curl -sf "$URL/api/v1/datasets/steps1m/runs?limit=1&offset=5000" | jq -r '.runs[0].root_document_id')
 SRC=$(curl -sf "$URL/api/v1/datasets/steps1m/runs?limit=1&offset=5000" | jq -r '.runs[0].source_path')
 # Warm the caches the way a user's first click does.
 curl -sf "$URL/api/v1/datasets/steps1m/trajectories/$DOC/steps?limit=100&source=$SRC" > /dev/null
@@ -102,10 +112,10 @@ stop_server
 echo
 echo "Server RSS: $RSS_WARM MiB after the first trajectory page, $RSS_AFTER MiB after the load."
 echo
-echo "Time to the first page of a 100,000-step trajectory, cold server (runs list + first 100 steps), and then the last page:"
+echo "Time to the first page of a 100,000-step trajectory, cold server (runs list + first 100 steps), then the last page, and the server's RSS after paging through the whole trajectory (500 steps a page):"
 echo
-echo "| Source | first page | last page (cached) |"
-echo "|---|---:|---:|"
-echo "| one ATIF file ($(du -m "$BIGFILE" | cut -f1) MB) | ${BIG_FIRST} ms | ${BIG_LAST} ms |"
-echo "| imported Storyline store | ${BIGSTORE_FIRST} ms | ${BIGSTORE_LAST} ms |"
-echo "| DuckDB $(duckdb --version | cut -d' ' -f1), same file, \`read_json\` + unnest + ORDER BY + LIMIT 100 | $(echo "$DUCK_FIRST" | awk '{printf "%.0f", $1*1000}') ms | — |"
+echo "| Source | first page | last page | RSS after paging |"
+echo "|---|---:|---:|---:|"
+echo "| one ATIF file ($(du -m "$BIGFILE" | cut -f1) MB) | ${BIG_FIRST} ms | ${BIG_LAST} ms | ${BIG_RSS} MiB |"
+echo "| imported Storyline store | ${BIGSTORE_FIRST} ms | ${BIGSTORE_LAST} ms | ${BIGSTORE_RSS} MiB |"
+echo "| DuckDB $(duckdb --version | cut -d' ' -f1), same file, \`read_json\` + unnest + ORDER BY + LIMIT 100 | $(echo "$DUCK_FIRST" | awk '{printf "%.0f", $1*1000}') ms | — | — |"

@@ -282,6 +282,23 @@ pub fn read_source_selected(
     if src.format == formats::SourceFormat::EventsLance {
         return read_events(src, sink);
     }
+    read_file(src, opts, &mut |d| sink(&d))
+}
+
+/// Decode a file Source (local or S3 object), handing each document over
+/// as it is built, so a caller may keep it without a copy. Stores and
+/// events stores are not files: read them with [`read_source`].
+pub fn read_file(
+    src: &Source,
+    opts: DecodeOptions,
+    sink: &mut dyn FnMut(Storyline),
+) -> Result<SourceRead, ReadFailure> {
+    if src.kind == SourceKind::Store || src.format == formats::SourceFormat::EventsLance {
+        return Err(ReadFailure::Source(FormatError::NotReadable {
+            source_path: src.source_path.clone(),
+            what: "store (not a file)",
+        }));
+    }
     if let Some(object) = &src.object {
         return read_object(src, object, opts, sink);
     }
@@ -346,7 +363,7 @@ fn read_object(
     src: &Source,
     object: &super::source::RemoteObject,
     opts: DecodeOptions,
-    sink: &mut dyn FnMut(&Storyline),
+    sink: &mut dyn FnMut(Storyline),
 ) -> Result<SourceRead, ReadFailure> {
     let client = crate::s3::client().map_err(|e| ReadFailure::Fatal(e.into()))?;
     let mut reader = crate::s3::ObjectReader::new(
@@ -408,7 +425,7 @@ impl Tally {
         len: Option<u64>,
         src: &Source,
         opts: DecodeOptions,
-        sink: &mut dyn FnMut(&Storyline),
+        sink: &mut dyn FnMut(Storyline),
     ) -> Result<(), FormatError> {
         let Tally {
             ctx,
@@ -435,7 +452,7 @@ impl Tally {
                 if !doc_ids.insert(doc.document_id().to_string()) {
                     dup_docs.push(doc.document_id().to_string());
                 }
-                sink(&doc);
+                sink(doc);
             },
         )
     }

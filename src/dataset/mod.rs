@@ -13,12 +13,14 @@ use std::sync::Mutex;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 
+mod decoded;
 mod events;
 mod relations;
 mod scan;
 mod skeleton;
 mod store_scan;
 
+pub use decoded::{decoded_bytes, DecodedSource, DecodedSources};
 pub use relations::{
     describe_batches, describe_relation, events_schema, explain_batches, sources_batch,
     sources_schema,
@@ -84,6 +86,8 @@ pub struct Mounts {
     max_document_bytes: u64,
     warnings: Mutex<Vec<(String, String)>>,
     problems: Mutex<Vec<SourceProblem>>,
+    /// Large files kept once decoded, for readers that ask again.
+    decoded: Option<std::sync::Arc<DecodedSources>>,
 }
 
 impl std::fmt::Debug for Mounts {
@@ -127,6 +131,7 @@ impl Mounts {
             max_document_bytes,
             warnings: Mutex::new(Vec::new()),
             problems: Mutex::new(Vec::new()),
+            decoded: None,
         })
     }
 
@@ -138,7 +143,15 @@ impl Mounts {
             max_document_bytes,
             warnings: Mutex::new(Vec::new()),
             problems: Mutex::new(Vec::new()),
+            decoded: None,
         }
+    }
+
+    /// Keep large files decoded in `cache` and read them from there (for a
+    /// long-lived reader; a command reads each Source once anyway).
+    pub fn with_decoded(mut self, cache: std::sync::Arc<DecodedSources>) -> Self {
+        self.decoded = Some(cache);
+        self
     }
 
     /// The mounts.

@@ -8,7 +8,6 @@ use arrow::datatypes::{Field, Schema};
 use arrow::record_batch::RecordBatch;
 use rayon::prelude::*;
 
-use crate::catalog::read::read_source;
 use crate::catalog::{Source, SourceStatus};
 use crate::formats::atif::Projection;
 use crate::formats::DecodeOptions;
@@ -110,7 +109,7 @@ impl Mounts {
                         let mut out = Vec::new();
                         let mut ordinal = 0usize;
                         let mut err: Option<SqlError> = None;
-                        let read = read_source(s, opts, &mut |doc| {
+                        let read = self.read_documents(s, opts, &mut |doc| {
                             if err.is_some() {
                                 return;
                             }

@@ -206,7 +206,7 @@ impl TableBuilder {
     /// Add the rows one document contributes to this table (none to
     /// `runs`, which [`crate::table::group_runs`] builds).
     pub fn push_document(&mut self, source_path: &str, doc: &Storyline, doc_ordinal: usize) {
-        let mut ctx = RowCtx {
+        let ctx = RowCtx {
             source_path,
             doc,
             doc_ordinal,
@@ -222,20 +222,42 @@ impl TableBuilder {
                     self.push_row(&ctx);
                 }
             }
-            Table::Steps => {
-                for i in 0..doc.turns.len() {
-                    ctx.turn_ordinal = i;
-                    self.push_row(&ctx);
-                }
+            Table::Steps | Table::ToolCalls => {
+                self.push_turns(source_path, doc, doc_ordinal, 0..doc.turns.len());
             }
-            Table::ToolCalls => {
-                for (i, t) in doc.turns.iter().enumerate() {
-                    ctx.turn_ordinal = i;
-                    for c in 0..t.tool_calls.as_ref().map_or(0, Vec::len) {
+        }
+    }
+
+    /// Rows of the steps `turns` of `doc` (a page of them): one per step
+    /// for `steps`, one per tool call for `tool_calls`; other tables get
+    /// none. The rows equal those [`TableBuilder::push_document`] gives
+    /// these steps.
+    pub fn push_turns(
+        &mut self,
+        source_path: &str,
+        doc: &Storyline,
+        doc_ordinal: usize,
+        turns: std::ops::Range<usize>,
+    ) {
+        let mut ctx = RowCtx {
+            source_path,
+            doc,
+            doc_ordinal,
+            turn_ordinal: 0,
+            call_index: 0,
+        };
+        let turns = turns.start.min(doc.turns.len())..turns.end.min(doc.turns.len());
+        for i in turns {
+            ctx.turn_ordinal = i;
+            match self.table {
+                Table::Steps => self.push_row(&ctx),
+                Table::ToolCalls => {
+                    for c in 0..doc.turns[i].tool_calls.as_ref().map_or(0, Vec::len) {
                         ctx.call_index = c;
                         self.push_row(&ctx);
                     }
                 }
+                _ => return,
             }
         }
     }
@@ -250,5 +272,52 @@ impl TableBuilder {
         self.rows = 0;
         RecordBatch::try_new_with_options(self.schema.clone(), arrays, &options)
             .expect("builders produce arrays matching their schema")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TableBuilder;
+    use crate::formats::{decode_bytes, DecodeCtx, DecodeOptions};
+    use crate::table::Table;
+
+    /// Pages of steps, put end to end, are the rows of the whole document:
+    /// the explorer builds the rows of a page alone.
+    #[test]
+    fn pages_of_steps_give_the_rows_of_the_whole_document() {
+        let atif = br#"{"schema_version":"ATIF-v1.7","session_id":"p","agent":{"name":"a","version":"1"},"steps":[
+            {"step_id":1,"source":"user","message":"go"},
+            {"step_id":2,"source":"agent","message":"two calls","tool_calls":[
+                {"tool_call_id":"a","function_name":"bash","arguments":{"cmd":"ls"}},
+                {"tool_call_id":"b","function_name":"bash","arguments":{"cmd":"pwd"}}],
+             "observation":{"results":[{"source_call_id":"a","content":"x"},{"source_call_id":"b","content":"/app"}]},
+             "metrics":{"prompt_tokens":5}},
+            {"step_id":3,"source":"agent","message":"none"},
+            {"step_id":4,"source":"agent","message":"one","tool_calls":[
+                {"tool_call_id":"c","function_name":"read","arguments":{}}]}]}"#;
+        let mut docs = Vec::new();
+        decode_bytes(
+            atif,
+            DecodeOptions::full(1 << 20),
+            &mut DecodeCtx::new("p.json"),
+            &mut |d| docs.push(d),
+        )
+        .unwrap();
+        let doc = &docs[0];
+        for table in [Table::Steps, Table::ToolCalls] {
+            let mut whole = TableBuilder::new(table, None);
+            whole.push_document("p.json", doc, 0);
+            let whole = whole.finish();
+            let parts: Vec<_> = [0..1, 1..2, 2..3, 3..9]
+                .into_iter()
+                .map(|r| {
+                    let mut b = TableBuilder::new(table, None);
+                    b.push_turns("p.json", doc, 0, r);
+                    b.finish()
+                })
+                .collect();
+            let joined = arrow::compute::concat_batches(&whole.schema(), &parts).unwrap();
+            assert_eq!(joined, whole, "{}", table.name());
+        }
     }
 }

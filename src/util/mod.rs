@@ -6,6 +6,7 @@ pub mod failpoint;
 pub mod fs;
 pub mod interrupt;
 pub mod jsonpath;
+pub mod lru;
 pub mod notes;
 pub mod path;
 pub mod redact;

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use super::config::WarehouseConfig;
 use super::{api, assets, WebError};
-use crate::dataset::Mounts;
+use crate::dataset::{DecodedSources, Mounts};
 use crate::error::Error;
 use crate::http::{
     host_name, loopback_host, Handler, HttpLimits, HttpRequest, HttpResponse, HttpServer, Refusal,
@@ -43,6 +43,14 @@ pub struct WarehouseView {
     pub created_at: String,
 }
 
+/// Memory for large files kept decoded (estimated by
+/// [`crate::dataset::decoded_bytes`]): a file of up to about 200 MB.
+const DECODED_BUDGET: u64 = 1 << 30;
+
+/// Files smaller than this decode in a few milliseconds: they are read
+/// again when asked for instead of being kept.
+const DECODED_MIN_FILE: u64 = 4 << 20;
+
 /// Shared server state.
 pub struct State {
     /// The configuration.
@@ -51,6 +59,9 @@ pub struct State {
     generation: AtomicU64,
     /// Decoded trajectories, by (generation, dataset, source, document).
     pub docs: api::DocCache,
+    /// Large files kept decoded across requests and refreshes (keyed by
+    /// their pinned identity, so a changed file is read again).
+    decoded: Arc<DecodedSources>,
     /// Serialises index builds per Dataset.
     pub index_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     started: Instant,
@@ -81,6 +92,7 @@ impl State {
         let c = Arc::new(open_catalog(
             &self.config,
             self.generation.fetch_add(1, Ordering::SeqCst) + 1,
+            &self.decoded,
         )?);
         match self.catalog.write() {
             Ok(mut g) => *g = Arc::clone(&c),
@@ -100,7 +112,11 @@ impl State {
     }
 }
 
-fn open_catalog(config: &WarehouseConfig, generation: u64) -> Result<WarehouseView, Error> {
+fn open_catalog(
+    config: &WarehouseConfig,
+    generation: u64,
+    decoded: &Arc<DecodedSources>,
+) -> Result<WarehouseView, Error> {
     let specs: Vec<_> = config
         .datasets
         .iter()
@@ -111,7 +127,8 @@ fn open_catalog(config: &WarehouseConfig, generation: u64) -> Result<WarehouseVi
         crate::catalog::DiscoveryLimits::default(),
         false,
         config.limits.max_document_bytes,
-    )?;
+    )?
+    .with_decoded(Arc::clone(decoded));
     Ok(WarehouseView {
         mounts,
         generation,
@@ -157,7 +174,8 @@ impl Warehouse {
                 "s"
             }
         ));
-        let catalog = Arc::new(open_catalog(&opts.config, 1)?);
+        let decoded = Arc::new(DecodedSources::new(DECODED_BUDGET, DECODED_MIN_FILE));
+        let catalog = Arc::new(open_catalog(&opts.config, 1, &decoded)?);
         report(opts.quiet, "dataset", &catalog);
         let listener = std::net::TcpListener::bind(addr).map_err(|e| WebError::Bind {
             addr: addr.to_string(),
@@ -172,6 +190,7 @@ impl Warehouse {
             catalog: RwLock::new(catalog),
             generation: AtomicU64::new(1),
             docs: api::DocCache::new(256 << 20),
+            decoded,
             index_locks: Mutex::new(HashMap::new()),
             started: Instant::now(),
             request_seq: AtomicU64::new(0),

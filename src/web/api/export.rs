@@ -24,7 +24,7 @@ pub(super) fn export(
     let want = row["storage_ordinal"].as_i64().unwrap_or(-1);
     let src = source_of(m, &source)?;
     let mut docs = Vec::new();
-    read_documents(ctx, src, &mut |d, ordinal| {
+    read_documents(ctx, cat, src, &mut |d, ordinal| {
         if ordinal as i64 == want {
             docs.push(d.clone());
         }

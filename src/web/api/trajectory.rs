@@ -13,7 +13,7 @@ use super::lists::all_trajectories;
 use super::rows::row_json;
 use super::{bad, check_cb, not_found, param_usize, timeout_error, truncate_chars};
 use crate::catalog::Source;
-use crate::dataset::Mount;
+use crate::dataset::{DecodedSource, Mount};
 use crate::error::Error;
 use crate::formats::model::Storyline;
 use crate::sql::SqlError;
@@ -29,19 +29,120 @@ const PAGE_TEXT_CHARS: usize = 2000;
 pub(super) struct Doc {
     /// Its runs row.
     run: Value,
-    /// Steps in order (one row each); turned into JSON a page at a time.
-    steps: RecordBatch,
-    /// Its tool calls.
-    calls: RecordBatch,
-    /// Rows of `calls` per step id.
-    calls_by_step: HashMap<i64, Vec<usize>>,
+    /// Its steps and tool calls.
+    body: Body,
     /// Child documents (subagents): (document_id, run row summary).
     children: Vec<Value>,
 }
 
+/// Where a trajectory's steps come from.
+enum Body {
+    /// A store's trajectory: its rows, read with a Lance filter.
+    Rows {
+        /// Steps in order (one row each).
+        steps: RecordBatch,
+        /// Its tool calls.
+        calls: RecordBatch,
+        /// Rows of `calls` per step id.
+        calls_by_step: HashMap<i64, Vec<usize>>,
+    },
+    /// A file's trajectory: the decoded document (shared with the decoded
+    /// file cache), turned into rows a page at a time, so the file is
+    /// decoded once and held once.
+    Model {
+        file: Arc<DecodedSource>,
+        ordinal: usize,
+        source: String,
+    },
+}
+
+/// Rows of a run of steps, with the rows of each step's tool calls.
+struct Page {
+    steps: RecordBatch,
+    calls: RecordBatch,
+    /// Per step of the page, its rows in `calls`.
+    calls_of: Vec<Vec<usize>>,
+}
+
 impl Doc {
+    fn model(&self) -> Option<&Storyline> {
+        match &self.body {
+            Body::Model { file, ordinal, .. } => file.docs.get(*ordinal),
+            Body::Rows { .. } => None,
+        }
+    }
+
     fn step_count(&self) -> usize {
-        self.steps.num_rows()
+        match &self.body {
+            Body::Rows { steps, .. } => steps.num_rows(),
+            Body::Model { .. } => self.model().map_or(0, |d| d.turns.len()),
+        }
+    }
+
+    fn tool_call_count(&self) -> usize {
+        match &self.body {
+            Body::Rows { calls, .. } => calls.num_rows(),
+            Body::Model { .. } => self.model().map_or(0, Storyline::tool_call_count),
+        }
+    }
+
+    /// The rows of steps `range` (already within the step count).
+    fn page(&self, range: std::ops::Range<usize>) -> Result<Page, Error> {
+        match &self.body {
+            Body::Rows {
+                steps,
+                calls,
+                calls_by_step,
+            } => {
+                let steps = steps.slice(range.start, range.len());
+                let ids = steps
+                    .column_by_name("step_id")
+                    .map(|c| c.as_primitive::<arrow::datatypes::Int64Type>().clone());
+                let calls_of = (0..steps.num_rows())
+                    .map(|i| {
+                        let id = match &ids {
+                            Some(a) if !a.is_null(i) => a.value(i),
+                            _ => -1,
+                        };
+                        calls_by_step.get(&id).cloned().unwrap_or_default()
+                    })
+                    .collect();
+                Ok(Page {
+                    steps,
+                    calls: calls.clone(),
+                    calls_of,
+                })
+            }
+            Body::Model {
+                file,
+                ordinal,
+                source,
+            } => {
+                let Some(d) = file.docs.get(*ordinal) else {
+                    return Err(Error::Internal("decoded document missing".into()));
+                };
+                let step_idx = column_indices(Table::Steps, &STEP_COLUMNS)?;
+                let call_idx = column_indices(Table::ToolCalls, &CALL_COLUMNS)?;
+                let mut steps = crate::table::TableBuilder::new(Table::Steps, Some(&step_idx));
+                let mut calls = crate::table::TableBuilder::new(Table::ToolCalls, Some(&call_idx));
+                steps.push_turns(source, d, *ordinal, range.clone());
+                calls.push_turns(source, d, *ordinal, range.clone());
+                let mut next = 0;
+                let calls_of = d.turns[range]
+                    .iter()
+                    .map(|t| {
+                        let n = t.tool_calls.as_ref().map_or(0, Vec::len);
+                        next += n;
+                        (next - n..next).collect()
+                    })
+                    .collect();
+                Ok(Page {
+                    steps: steps.finish(),
+                    calls: calls.finish(),
+                    calls_of,
+                })
+            }
+        }
     }
 }
 
@@ -223,16 +324,20 @@ pub(super) fn locate(
 }
 
 /// The steps and tool calls of one trajectory: a store reads only its rows
-/// (Lance filter); a file is decoded once for both tables.
-fn read_doc_tables(
+/// (Lance filter); a file is decoded once, and kept decoded when large.
+fn read_body(
     ctx: &Ctx<'_>,
     cat: &WarehouseView,
     m: &Mount,
     source: &str,
     doc: i64,
-) -> Result<(RecordBatch, RecordBatch), Error> {
-    let concat =
-        |table: Table, cols: &[&str], batches: Vec<RecordBatch>| -> Result<RecordBatch, Error> {
+) -> Result<(Body, usize), Error> {
+    let src = source_of(m, source)?;
+    if src.format == crate::formats::SourceFormat::StorylineLance {
+        let concat = |table: Table,
+                      cols: &[&str],
+                      batches: Vec<RecordBatch>|
+         -> Result<RecordBatch, Error> {
             let schema = match batches.first() {
                 Some(b) => b.schema(),
                 None => {
@@ -243,27 +348,61 @@ fn read_doc_tables(
             arrow::compute::concat_batches(&schema, &batches)
                 .map_err(|e| Error::Internal(e.to_string()))
         };
-    let src = source_of(m, source)?;
-    if src.format == crate::formats::SourceFormat::StorylineLance {
         let want: HashSet<i64> = std::iter::once(doc).collect();
         let steps = rows_for_docs(ctx, cat, m, Table::Steps, &STEP_COLUMNS, source, &want)?;
         let calls = rows_for_docs(ctx, cat, m, Table::ToolCalls, &CALL_COLUMNS, source, &want)?;
-        return Ok((
-            concat(Table::Steps, &STEP_COLUMNS, steps)?,
-            concat(Table::ToolCalls, &CALL_COLUMNS, calls)?,
-        ));
-    }
-    let step_idx = column_indices(Table::Steps, &STEP_COLUMNS)?;
-    let call_idx = column_indices(Table::ToolCalls, &CALL_COLUMNS)?;
-    let mut steps = crate::table::TableBuilder::new(Table::Steps, Some(&step_idx));
-    let mut calls = crate::table::TableBuilder::new(Table::ToolCalls, Some(&call_idx));
-    read_documents(ctx, src, &mut |d, ordinal| {
-        if ordinal as i64 == doc {
-            steps.push_document(source, d, ordinal);
-            calls.push_document(source, d, ordinal);
+        let steps = concat(Table::Steps, &STEP_COLUMNS, steps)?;
+        let calls = concat(Table::ToolCalls, &CALL_COLUMNS, calls)?;
+        let bytes = steps.get_array_memory_size() + calls.get_array_memory_size();
+        let mut calls_by_step: HashMap<i64, Vec<usize>> = HashMap::new();
+        if let Some(ids) = calls.column_by_name("step_id") {
+            let ids = ids.as_primitive::<arrow::datatypes::Int64Type>();
+            for r in 0..calls.num_rows() {
+                let id = if ids.is_null(r) { -1 } else { ids.value(r) };
+                calls_by_step.entry(id).or_default().push(r);
+            }
         }
-    })?;
-    Ok((steps.finish(), calls.finish()))
+        let body = Body::Rows {
+            steps,
+            calls,
+            calls_by_step,
+        };
+        return Ok((body, bytes));
+    }
+    let file = decode_file(ctx, cat, src)?;
+    let ordinal = usize::try_from(doc).map_err(|_| not_found("trajectory"))?;
+    if ordinal >= file.docs.len() {
+        return Err(not_found("trajectory"));
+    }
+    // The decoded file is shared with the decoded-file cache, but this entry
+    // may keep it alive after that cache lets it go: count all of it.
+    let body = Body::Model {
+        file,
+        ordinal,
+        source: source.to_string(),
+    };
+    let bytes = crate::dataset::decoded_bytes(src.size);
+    Ok((body, usize::try_from(bytes).unwrap_or(usize::MAX)))
+}
+
+/// Every document of the file Source `src`, decoded once per file version
+/// while large files stay in the decoded cache; fails when the Source cannot
+/// be read or the request is out of time.
+fn decode_file(
+    ctx: &Ctx<'_>,
+    cat: &WarehouseView,
+    src: &Source,
+) -> Result<Arc<DecodedSource>, Error> {
+    let d = cat.mounts.decode_all(src).map_err(read_failure)?;
+    ctx.check()?;
+    Ok(d)
+}
+
+fn read_failure(f: crate::catalog::read::ReadFailure) -> Error {
+    match f {
+        crate::catalog::read::ReadFailure::Fatal(e) => e.into(),
+        crate::catalog::read::ReadFailure::Source(e) => e.into(),
+    }
 }
 
 /// The Source at `source` in the mount's snapshot.
@@ -275,25 +414,23 @@ pub(super) fn source_of<'m>(m: &'m Mount, source: &str) -> Result<&'m Source, Er
         .ok_or_else(|| not_found("source"))
 }
 
-/// Decode every document of `src` in full, passing each with its position
-/// in the Source; fails when the Source cannot be read or the request is
-/// out of time.
+/// Every document of `src` in full, passing each with its position in the
+/// Source; fails when the Source cannot be read or the request is out of
+/// time.
 pub(super) fn read_documents(
     ctx: &Ctx<'_>,
+    cat: &WarehouseView,
     src: &Source,
     sink: &mut dyn FnMut(&Storyline, usize),
 ) -> Result<(), Error> {
-    let mut ordinal = 0usize;
     let opts = crate::formats::DecodeOptions::full(ctx.state.config.limits.max_document_bytes);
-    let r = crate::catalog::read::read_source(src, opts, &mut |d| {
-        sink(d, ordinal);
-        ordinal += 1;
-    });
-    match r {
-        Ok(_) => {}
-        Err(crate::catalog::read::ReadFailure::Fatal(e)) => return Err(e.into()),
-        Err(crate::catalog::read::ReadFailure::Source(e)) => return Err(e.into()),
-    }
+    let mut ordinal = 0usize;
+    cat.mounts
+        .read_documents(src, opts, &mut |d| {
+            sink(d, ordinal);
+            ordinal += 1;
+        })
+        .map_err(read_failure)?;
     ctx.check()?;
     Ok(())
 }
@@ -327,16 +464,7 @@ fn load_doc(
     if let Some(CacheEntry::Doc(d)) = ctx.state.docs.get(&key) {
         return Ok(d);
     }
-    let (steps, calls) = read_doc_tables(ctx, cat, m, &source, ordinal)?;
-    let bytes = steps.get_array_memory_size() + calls.get_array_memory_size();
-    let mut calls_by_step: HashMap<i64, Vec<usize>> = HashMap::new();
-    if let Some(ids) = calls.column_by_name("step_id") {
-        let ids = ids.as_primitive::<arrow::datatypes::Int64Type>();
-        for r in 0..calls.num_rows() {
-            let id = if ids.is_null(r) { -1 } else { ids.value(r) };
-            calls_by_step.entry(id).or_default().push(r);
-        }
-    }
+    let (body, bytes) = read_body(ctx, cat, m, &source, ordinal)?;
     // Subagents: documents naming this one as parent, read from the same file.
     let all = all_trajectories(ctx, cat, m)?;
     let children: Vec<Value> = all
@@ -358,9 +486,7 @@ fn load_doc(
         .collect();
     let d = Arc::new(Doc {
         run: summary,
-        steps,
-        calls,
-        calls_by_step,
+        body,
         children,
     });
     ctx.state
@@ -383,22 +509,20 @@ pub(super) fn trajectory(
         "document_id": doc,
         "run": d.run,
         "step_count": d.step_count(),
-        "tool_call_count": d.calls.num_rows(),
+        "tool_call_count": d.tool_call_count(),
         "children": d.children,
     })))
 }
 
 /// A step with its tool calls; long text cut to `limit` characters when
 /// given (the cut fields are listed under `truncated`).
-fn step_json(d: &Doc, index: usize, limit: Option<usize>) -> Value {
-    let mut s = row_json(&d.steps, index);
+fn step_json(p: &Page, row: usize, index: usize, limit: Option<usize>) -> Value {
+    let mut s = row_json(&p.steps, row);
     let mut cut = Vec::new();
-    let step_id = s["step_id"].as_i64().unwrap_or(-1);
-    let mut calls: Vec<Value> = d
-        .calls_by_step
-        .get(&step_id)
-        .map(|rows| rows.iter().map(|&r| row_json(&d.calls, r)).collect())
-        .unwrap_or_default();
+    let mut calls: Vec<Value> = p.calls_of[row]
+        .iter()
+        .map(|&r| row_json(&p.calls, r))
+        .collect();
     // Each result under the call it answers; the rest once under the step.
     let ids: Vec<String> = calls
         .iter()
@@ -486,8 +610,10 @@ pub(super) fn steps_page(
     let text = param_usize(ctx, "text_chars", PAGE_TEXT_CHARS, 1 << 20)?;
     let d = load_doc(ctx, cat, m, doc)?;
     let end = offset.saturating_add(limit).min(d.step_count());
-    let steps: Vec<Value> = (offset.min(end)..end)
-        .map(|i| step_json(&d, i, Some(text)))
+    let start = offset.min(end);
+    let page = d.page(start..end)?;
+    let steps: Vec<Value> = (start..end)
+        .map(|i| step_json(&page, i - start, i, Some(text)))
         .collect();
     Ok(Reply::json(&json!({
         "dataset": m.name,
@@ -516,7 +642,7 @@ pub(super) fn step_detail(
     if i >= d.step_count() {
         return Err(not_found("step"));
     }
-    let mut v = step_json(&d, i, None);
+    let mut v = step_json(&d.page(i..i + 1)?, 0, i, None);
     v["dataset"] = json!(m.name);
     v["snapshot_id"] = json!(m.snapshot.snapshot_id);
     v["source_path"] = d.run["source_path"].clone();

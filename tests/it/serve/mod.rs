@@ -4,5 +4,6 @@
 mod api;
 mod browser;
 pub(crate) mod harness;
+mod large;
 mod lifecycle;
 mod output;

@@ -1,0 +1,156 @@
+//! Documents of large file Sources kept once decoded, so that a long-lived
+//! reader (the explorer) decodes a big exchange file once for its listings
+//! and its trajectory pages instead of once per question.
+//!
+//! Entries are keyed by the file's pinned identity (path and snapshot
+//! reference), so a file that changed is never answered from memory, and
+//! bounded by an estimate of the memory they hold ([`decoded_bytes`]).
+
+use std::sync::Arc;
+
+use crate::catalog::read::{read_file, ReadFailure, SourceRead};
+use crate::catalog::{Source, SourceKind};
+use crate::formats::atif::Projection;
+use crate::formats::model::Storyline;
+use crate::formats::{DecodeOptions, SourceFormat};
+use crate::util::lru::ByteLru;
+
+/// Memory a file of `size` bytes takes once decoded, estimated. Measured on
+/// generated terminal-agent trajectories, the model holds about 4 bytes per
+/// byte of JSON: each JSON object (a step's metrics, a tool call's
+/// arguments, an observation and each of its results) is a map whose
+/// smallest node takes about 630 bytes however few keys it has.
+pub fn decoded_bytes(size: u64) -> u64 {
+    size.saturating_mul(5)
+}
+
+/// Every document of one file Source, decoded in full, with what the read
+/// reported.
+#[derive(Debug)]
+pub struct DecodedSource {
+    /// The documents, in reading order (position = storage ordinal).
+    pub docs: Vec<Storyline>,
+    /// The outcome of the read (counts and diagnostics), replayed to every
+    /// reader so a cached answer reports what a fresh read would.
+    pub read: SourceRead,
+}
+
+/// A byte-bounded, least-recently-used cache of decoded file Sources.
+#[derive(Debug)]
+pub struct DecodedSources {
+    min_source_bytes: u64,
+    cache: ByteLru<String, Arc<DecodedSource>>,
+}
+
+impl DecodedSources {
+    /// A cache keeping files of at least `min_source_bytes` (smaller ones are
+    /// cheap to decode again) while their decoded documents take at most
+    /// `budget` bytes in all (by [`decoded_bytes`]).
+    pub fn new(budget: u64, min_source_bytes: u64) -> Self {
+        DecodedSources {
+            min_source_bytes,
+            cache: ByteLru::new(budget),
+        }
+    }
+
+    /// Whether reads of `src` with `opts` go through this cache: file
+    /// Sources read in full that are large enough to be worth keeping.
+    pub fn applies(&self, src: &Source, opts: &DecodeOptions) -> bool {
+        opts.projection == Projection::Full
+            && src.kind != SourceKind::Store
+            && src.format != SourceFormat::EventsLance
+            && src.size >= self.min_source_bytes
+            && decoded_bytes(src.size) <= self.cache.budget()
+    }
+
+    /// The documents of `src`, decoded now or earlier. A read that fails is
+    /// not kept: the next one tries again.
+    pub fn get_or_read(
+        &self,
+        src: &Source,
+        opts: DecodeOptions,
+    ) -> Result<Arc<DecodedSource>, ReadFailure> {
+        let key = key(src);
+        if let Some(hit) = self.cache.get(&key) {
+            return Ok(hit);
+        }
+        // Two readers of the same new file may both decode it; the second
+        // insert replaces the first, which costs time but never answers
+        // wrongly.
+        let mut docs = Vec::new();
+        let read = read_file(src, opts, &mut |d| docs.push(d))?;
+        let decoded = Arc::new(DecodedSource { docs, read });
+        self.cache
+            .put(key, Arc::clone(&decoded), decoded_bytes(src.size));
+        Ok(decoded)
+    }
+
+    /// The documents of `src` if they are held now.
+    pub fn cached(&self, src: &Source) -> Option<Arc<DecodedSource>> {
+        self.cache.get(&key(src))
+    }
+
+    /// Estimated bytes held now.
+    pub fn bytes(&self) -> u64 {
+        self.cache.bytes()
+    }
+}
+
+/// A file's pinned identity: where it is and which version.
+fn key(src: &Source) -> String {
+    format!(
+        "{}\0{}\0{}",
+        src.abs_path.display(),
+        src.object
+            .as_ref()
+            .map(|o| format!("{}/{}", o.bucket, o.key))
+            .unwrap_or_default(),
+        src.snapshot_ref
+    )
+}
+
+impl super::Mounts {
+    /// Every document of the file Source `s` with its position, from the
+    /// decoded cache when this reader keeps one and the file is worth it.
+    pub fn read_documents(
+        &self,
+        s: &Source,
+        opts: DecodeOptions,
+        sink: &mut dyn FnMut(&Storyline),
+    ) -> Result<SourceRead, ReadFailure> {
+        let held = self.decoded.as_ref().and_then(|c| {
+            if c.applies(s, &opts) {
+                Some(c.get_or_read(s, opts))
+            } else {
+                // A lighter projection reads a subset of what a full decode
+                // holds: answer it from memory when the file is there.
+                c.cached(s).map(Ok)
+            }
+        });
+        match held {
+            Some(d) => {
+                let d = d?;
+                d.docs.iter().for_each(sink);
+                Ok(d.read.clone())
+            }
+            None => crate::catalog::read::read_source(s, opts, sink),
+        }
+    }
+
+    /// Every document of the Source `s`, decoded in full and shared: from
+    /// the decoded cache when it applies, else read now (a store's
+    /// documents are rebuilt from its rows).
+    pub fn decode_all(&self, s: &Source) -> Result<Arc<DecodedSource>, ReadFailure> {
+        let opts = DecodeOptions::full(self.max_document_bytes);
+        if let Some(c) = self.decoded.as_ref().filter(|c| c.applies(s, &opts)) {
+            return c.get_or_read(s, opts);
+        }
+        let mut docs = Vec::new();
+        let read = if s.kind == SourceKind::Store || s.format == SourceFormat::EventsLance {
+            crate::catalog::read::read_source(s, opts, &mut |d| docs.push(d.clone()))?
+        } else {
+            read_file(s, opts, &mut |d| docs.push(d))?
+        };
+        Ok(Arc::new(DecodedSource { docs, read }))
+    }
+}
