@@ -8,6 +8,7 @@
 mod discover;
 mod error;
 pub mod orphans;
+pub mod projection;
 pub mod read;
 mod remote;
 mod snapshot;
@@ -19,6 +20,7 @@ use std::path::Path;
 
 pub use discover::{discover, Deadline, DiscoveryLimits, PhysicalEntry, Role};
 pub use error::CatalogError;
+pub use read::EventsSummary;
 pub use snapshot::{ParseSnapshotRefError, ReadConsistency, SnapshotDigest, SnapshotRef};
 pub use source::{Capabilities, RemoteObject, Source, SourceKind, SourceStatus, StatusReason};
 pub use stores::read_current;

@@ -49,7 +49,7 @@ pub struct SourceRead {
 }
 
 /// Contents and freshness of an events store.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct EventsSummary {
     /// Rows stored (duplicates included).
     pub stored_rows: u64,
@@ -667,9 +667,10 @@ pub fn events_rows(
     Ok(crate::store::events::dedupe(rows))
 }
 
-/// Read an events store as trajectories: the projection of its captured
-/// sessions (see `formats::events`).
-fn read_events(src: &Source, sink: &mut dyn FnMut(&Storyline)) -> Result<SourceRead, ReadFailure> {
+/// The trajectories of an events store's captured sessions (see
+/// `formats::events`), with what the store holds. `newest_ms` is the time of
+/// the newest event, from which a reader works out the lag.
+pub(super) fn project_events(src: &Source) -> Result<ProjectedEvents, ReadFailure> {
     let rows = events_rows(src)?;
     let duplicates: i64 = rows.iter().map(|(_, d)| *d).sum();
     let newest = rows.iter().map(|(r, _)| r.timestamp_unix_ms).max();
@@ -690,17 +691,50 @@ fn read_events(src: &Source, sink: &mut dyn FnMut(&Storyline)) -> Result<SourceR
         newest_event_at: newest
             .and_then(chrono::DateTime::from_timestamp_millis)
             .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
-        lag_seconds: newest
-            .map(|n| ((chrono::Utc::now().timestamp_millis() - n).max(0)) as f64 / 1000.0),
+        lag_seconds: None,
         // The Gateway's write-ahead log is not the catalog's to read:
         // `status` fills this in.
         wal_pending_events: None,
     };
     let refs: Vec<(&serde_json::Value, i64)> = rows.iter().map(|(r, d)| (&r.record, *d)).collect();
     let docs = formats::events::project(&refs, &src.source_path);
+    Ok(ProjectedEvents {
+        docs,
+        summary,
+        newest_ms: newest,
+    })
+}
+
+/// What [`project_events`] makes of an events store.
+pub(super) struct ProjectedEvents {
+    pub(super) docs: Vec<Storyline>,
+    pub(super) summary: EventsSummary,
+    pub(super) newest_ms: Option<i64>,
+}
+
+/// `summary` with the lag from its newest event to now.
+pub(super) fn with_lag(mut summary: EventsSummary, newest_ms: Option<i64>) -> EventsSummary {
+    summary.lag_seconds =
+        newest_ms.map(|n| ((chrono::Utc::now().timestamp_millis() - n).max(0)) as f64 / 1000.0);
+    summary
+}
+
+/// Read an events store as trajectories: from its projection in the cache
+/// directory when it can be kept there (built on first read of each
+/// version), else projected now in memory.
+fn read_events(src: &Source, sink: &mut dyn FnMut(&Storyline)) -> Result<SourceRead, ReadFailure> {
+    if let Some(p) = super::projection::projection(src)? {
+        let mut read = read_store(&p.store, &mut |_| true, &mut |d, _| {
+            sink(d);
+            true
+        })?;
+        read.events = Some(with_lag(p.summary, p.newest_ms));
+        return Ok(read);
+    }
+    let p = project_events(src)?;
     let mut counts = SourceCounts::default();
     let mut runs: HashSet<String> = HashSet::new();
-    for d in &docs {
+    for d in &p.docs {
         counts.trajectories += 1;
         counts.steps += d.turns.len() as u64;
         counts.tool_calls += d.tool_call_count() as u64;
@@ -712,6 +746,6 @@ fn read_events(src: &Source, sink: &mut dyn FnMut(&Storyline)) -> Result<SourceR
         counts,
         diagnostics: Vec::new(),
         generated_ids: 0,
-        events: Some(summary),
+        events: Some(with_lag(p.summary, p.newest_ms)),
     })
 }

@@ -102,6 +102,29 @@ impl Mounts {
                             }
                             return self.scan_store(s, table, columns, store_filter, post);
                         }
+                        if s.format == crate::formats::SourceFormat::EventsLance
+                            && call_output.is_none()
+                            && matches!(
+                                table,
+                                Table::Trajectories | Table::Steps | Table::ToolCalls
+                            )
+                        {
+                            // Captured sessions projected once per events
+                            // version: read as the store they were kept in.
+                            match crate::catalog::projection::projection(s) {
+                                Ok(Some(p)) => {
+                                    return self.scan_store(
+                                        &p.store,
+                                        table,
+                                        columns,
+                                        store_filter,
+                                        post,
+                                    )
+                                }
+                                Ok(None) => {}
+                                Err(f) => return self.skip_or_fail(s, f),
+                            }
+                        }
                         let mut builder = TableBuilder::new(table, Some(columns));
                         if let Some(name) = call_output {
                             builder = builder.with_extra(name, crate::table::step_call_output);

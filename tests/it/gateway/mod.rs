@@ -10,6 +10,7 @@ pub mod upstream;
 mod capture;
 mod durability;
 mod limits;
+mod projection;
 mod refusals;
 
 use std::io::{BufRead, BufReader};

@@ -1,0 +1,210 @@
+//! The trajectories of an events store, projected from its captured
+//! sessions once per events version and kept as a Storyline store in the
+//! cache directory. Reading captured traffic again then costs a store read
+//! (columns straight from Lance) instead of parsing and projecting every
+//! event.
+//!
+//! A projection is derived data, like the full-text index: it is keyed by
+//! the events table's location and the version discovery pinned, so a new
+//! append (or the re-append of a Gateway restarted after a crash) makes a
+//! new one; it is never read for another version; and one that is missing
+//! or unreadable is built again from the events. It is written under a
+//! private name and renamed into place, so a crash mid-build leaves no
+//! projection that looks whole.
+
+use std::path::{Path, PathBuf};
+
+use super::read::{project_events, ReadFailure};
+use super::{EventsSummary, ReadConsistency, Source, SourceKind, SourceStatus};
+use crate::formats::SourceFormat;
+use crate::store::{StoreWriter, StorylineLanceStore};
+
+/// Bumped when what a projection holds changes, so older ones are not read.
+const LAYOUT: u32 = 1;
+
+/// The manifest beside a projection's tables.
+const MANIFEST: &str = "projection.json";
+
+/// A projection store ready to read, with the events summary it was built
+/// with.
+#[derive(Debug)]
+pub struct Projection {
+    /// The projection as a Storyline store Source, named like the events
+    /// store it comes from.
+    pub store: Source,
+    /// What the events store held at that version.
+    pub summary: EventsSummary,
+    /// Time of the newest event (for the lag).
+    pub newest_ms: Option<i64>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Manifest {
+    layout: u32,
+    events: String,
+    version: u64,
+    summary: EventsSummary,
+    newest_ms: Option<i64>,
+}
+
+/// Where the events table of `src` lives (a local path or an S3 URI).
+fn location(src: &Source) -> String {
+    match &src.object {
+        Some(o) => format!("s3://{}/{}", o.bucket, o.key.trim_end_matches('/')),
+        None => src.abs_path.display().to_string(),
+    }
+}
+
+/// The projection of the events store `src` at the version discovery
+/// pinned: opened when built before, else built now. `None` when there is
+/// no cache directory or it cannot be written: the caller projects in
+/// memory, as without a cache.
+pub fn projection(src: &Source) -> Result<Option<Projection>, ReadFailure> {
+    let super::SnapshotRef::Lance { version } = src.snapshot_ref else {
+        return Ok(None);
+    };
+    let Some(base) = crate::util::path::cache_base() else {
+        return Ok(None);
+    };
+    let events = location(src);
+    let key = blake3::hash(format!("{LAYOUT}\0{events}").as_bytes()).to_hex();
+    let dir = base.join("projections").join(&key.as_str()[..32]);
+    let at = dir.join(format!("v{version}"));
+    if let Some(p) = open(&at, src, &events, version) {
+        return Ok(Some(p));
+    }
+    let projected = project_events(src)?;
+    if std::fs::create_dir_all(&dir).is_err() {
+        return Ok(None);
+    }
+    let manifest = Manifest {
+        layout: LAYOUT,
+        events,
+        version,
+        summary: projected.summary,
+        newest_ms: projected.newest_ms,
+    };
+    match build(&dir, &at, &src.source_path, projected.docs, &manifest) {
+        Ok(()) => {}
+        // The cache is a convenience: when it cannot be written, read
+        // without it (the events are projected again, in memory).
+        Err(_) => return Ok(None),
+    }
+    prune(&dir, version);
+    Ok(open(&at, src, &manifest.events, version))
+}
+
+/// The projection at `at`, when it is whole and of this events version.
+fn open(at: &Path, src: &Source, events: &str, version: u64) -> Option<Projection> {
+    let m: Manifest = serde_json::from_slice(&std::fs::read(at.join(MANIFEST)).ok()?).ok()?;
+    if m.layout != LAYOUT || m.events != events || m.version != version {
+        return None;
+    }
+    let store = StorylineLanceStore::open(at).ok()?;
+    let store = Source {
+        source_path: src.source_path.clone(),
+        abs_path: at.to_path_buf(),
+        format: SourceFormat::StorylineLance,
+        kind: SourceKind::Store,
+        container: None,
+        openai_shape: None,
+        snapshot_ref: super::stores::store_ref(store.current()),
+        read_consistency: ReadConsistency::Native,
+        status: SourceStatus::Ready,
+        reason: None,
+        size: 0,
+        object: None,
+    };
+    Some(Projection {
+        store,
+        summary: m.summary,
+        newest_ms: m.newest_ms,
+    })
+}
+
+/// Write the projection under a private name in `dir`, then rename it to
+/// `at`. Another process that built the same version first wins; ours is
+/// removed.
+fn build(
+    dir: &Path,
+    at: &Path,
+    source_path: &str,
+    docs: Vec<crate::formats::model::Storyline>,
+    manifest: &Manifest,
+) -> Result<(), String> {
+    let tmp = dir.join(format!(
+        ".build-{}-{}",
+        std::process::id(),
+        chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0)
+    ));
+    // An interrupted command removes its unfinished build.
+    crate::util::interrupt::remove_on_interrupt(&tmp);
+    let written = (|| -> Result<(), String> {
+        let mut w = StoreWriter::create(&tmp).map_err(|e| e.to_string())?;
+        for mut d in docs {
+            // A store keeps each document's origin; read in memory, the
+            // captured sessions have the events store as theirs.
+            if d.origin_path.is_none() {
+                d.origin_path = Some(source_path.to_string());
+            }
+            w.push(d).map_err(|e| e.to_string())?;
+        }
+        w.finish().map_err(|e| e.to_string())?;
+        let bytes = serde_json::to_vec(manifest).map_err(|e| e.to_string())?;
+        crate::util::fs::write_atomic(&tmp.join(MANIFEST), &bytes).map_err(|e| e.to_string())
+    })();
+    crate::util::interrupt::settle(&tmp, || {
+        let published = written.and_then(|()| {
+            if at.exists() {
+                // Built by another process meanwhile, or left unreadable:
+                // a whole one is kept, a broken one replaced.
+                if std::fs::read(at.join(MANIFEST)).is_ok() {
+                    return Ok(());
+                }
+                std::fs::remove_dir_all(at).map_err(|e| e.to_string())?;
+            }
+            std::fs::rename(&tmp, at).map_err(|e| e.to_string())
+        });
+        let _ = std::fs::remove_dir_all(&tmp);
+        published
+    })
+}
+
+/// Remove projections of versions older than the one before `version`
+/// (a command still reading the previous version keeps its files), and
+/// builds that a crash left behind more than an hour ago.
+fn prune(dir: &Path, version: u64) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut versions: Vec<(u64, PathBuf)> = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(v) = name.strip_prefix('v').and_then(|v| v.parse::<u64>().ok()) {
+            versions.push((v, e.path()));
+        } else if name.starts_with(".build-") {
+            let old = e
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age.as_secs() > 3600);
+            if old {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    versions.sort_unstable();
+    let keep_from = versions
+        .iter()
+        .rev()
+        .filter(|(v, _)| *v < version)
+        .map(|(v, _)| *v)
+        .next()
+        .unwrap_or(version);
+    for (v, p) in versions {
+        if v < keep_from {
+            let _ = std::fs::remove_dir_all(p);
+        }
+    }
+}
