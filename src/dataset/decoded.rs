@@ -137,20 +137,15 @@ impl super::Mounts {
         }
     }
 
-    /// Every document of the Source `s`, decoded in full and shared: from
-    /// the decoded cache when it applies, else read now (a store's
-    /// documents are rebuilt from its rows).
-    pub fn decode_all(&self, s: &Source) -> Result<Arc<DecodedSource>, ReadFailure> {
+    /// Every document of the file Source `s`, decoded in full and shared:
+    /// from the decoded cache when it applies, else read now.
+    pub fn decode_file(&self, s: &Source) -> Result<Arc<DecodedSource>, ReadFailure> {
         let opts = DecodeOptions::full(self.max_document_bytes);
         if let Some(c) = self.decoded.as_ref().filter(|c| c.applies(s, &opts)) {
             return c.get_or_read(s, opts);
         }
         let mut docs = Vec::new();
-        let read = if s.kind == SourceKind::Store || s.format == SourceFormat::EventsLance {
-            crate::catalog::read::read_source(s, opts, &mut |d| docs.push(d.clone()))?
-        } else {
-            read_file(s, opts, &mut |d| docs.push(d))?
-        };
+        let read = read_file(s, opts, &mut |d| docs.push(d))?;
         Ok(Arc::new(DecodedSource { docs, read }))
     }
 }

@@ -51,6 +51,9 @@ enum Body {
     /// decoded once and held once.
     Model {
         file: Arc<DecodedSource>,
+        /// Its position in `file.docs`.
+        index: usize,
+        /// Its position in the Source (`storage_ordinal`).
         ordinal: usize,
         source: String,
     },
@@ -67,7 +70,7 @@ struct Page {
 impl Doc {
     fn model(&self) -> Option<&Storyline> {
         match &self.body {
-            Body::Model { file, ordinal, .. } => file.docs.get(*ordinal),
+            Body::Model { file, index, .. } => file.docs.get(*index),
             Body::Rows { .. } => None,
         }
     }
@@ -115,10 +118,11 @@ impl Doc {
             }
             Body::Model {
                 file,
+                index,
                 ordinal,
                 source,
             } => {
-                let Some(d) = file.docs.get(*ordinal) else {
+                let Some(d) = file.docs.get(*index) else {
                     return Err(Error::Internal("decoded document missing".into()));
                 };
                 let step_idx = column_indices(Table::Steps, &STEP_COLUMNS)?;
@@ -369,8 +373,31 @@ fn read_body(
         };
         return Ok((body, bytes));
     }
-    let file = decode_file(ctx, cat, src)?;
     let ordinal = usize::try_from(doc).map_err(|_| not_found("trajectory"))?;
+    if src.kind == crate::catalog::SourceKind::Store {
+        // An events store: keep its one document, not every session.
+        let mut found = None;
+        read_documents(ctx, cat, src, &mut |d, at| {
+            if at == ordinal {
+                found = Some(d.clone());
+            }
+        })?;
+        let d = found.ok_or_else(|| not_found("trajectory"))?;
+        let bytes = serde_json::to_vec(&d).map_or(0, |b| b.len());
+        let file = Arc::new(DecodedSource {
+            docs: vec![d],
+            read: crate::catalog::read::SourceRead::default(),
+        });
+        let body = Body::Model {
+            file,
+            index: 0,
+            ordinal,
+            source: source.to_string(),
+        };
+        let bytes = crate::dataset::decoded_bytes(bytes as u64);
+        return Ok((body, usize::try_from(bytes).unwrap_or(usize::MAX)));
+    }
+    let file = decode_file(ctx, cat, src)?;
     if ordinal >= file.docs.len() {
         return Err(not_found("trajectory"));
     }
@@ -378,6 +405,7 @@ fn read_body(
     // may keep it alive after that cache lets it go: count all of it.
     let body = Body::Model {
         file,
+        index: ordinal,
         ordinal,
         source: source.to_string(),
     };
@@ -393,7 +421,7 @@ fn decode_file(
     cat: &WarehouseView,
     src: &Source,
 ) -> Result<Arc<DecodedSource>, Error> {
-    let d = cat.mounts.decode_all(src).map_err(read_failure)?;
+    let d = cat.mounts.decode_file(src).map_err(read_failure)?;
     ctx.check()?;
     Ok(d)
 }

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Time to the first page of the 100,000-step ATIF file of benches/serve.sh on
+# a cold server, for one or more builds run alternately (so each sees the
+# same machine): the runs list, the first 100 steps, then the last 100.
+# Prints the median of RUNS cold starts per build, and the server's RSS.
+#
+#   bash benches/first_page.sh [RUNS] BIN [BIN...]
+source "$(dirname "$0")/common.sh"
+RUNS="${1:-3}"; shift
+ensure_tools
+PCHRONICLE_BENCH_NO_BUILD=1 build_release
+BIG=$(corpus "atif-1x100000" --runs 1 --steps 100000 --seed 11)
+WORK=$(mktemp -d)
+trap 'kill $SERVER 2>/dev/null || true; rm -rf "$WORK"' EXIT
+printf '[[datasets]]\nname = "big"\nuri = "%s"\n' "$BIG" > "$WORK/warehouse.toml"
+ms() { echo "$(date +%s.%N) $1" | awk '{printf "%.0f", ($1-$2)*1000}'; }
+cold() { # BIN -> "first_ms last_ms rss_mib"
+  "$1" serve --config "$WORK/warehouse.toml" --listen 127.0.0.1:0 -q 2> "$WORK/log" &
+  SERVER=$!
+  local url=""
+  for _ in $(seq 600); do
+    url=$(sed -n 's/^listening: //p' "$WORK/log" | head -1)
+    [ -n "$url" ] && break
+    sleep 0.05
+  done
+  url="${url%/}"
+  local t0 doc total first t1
+  t0=$(date +%s.%N)
+  doc=$(curl -sf "$url/api/v1/datasets/big/runs?limit=1" | jq -r '.runs[0].root_document_id')
+  total=$(curl -sf "$url/api/v1/datasets/big/trajectories/$doc/steps?limit=100" | jq '.total')
+  first=$(ms "$t0")
+  t1=$(date +%s.%N)
+  curl -sf "$url/api/v1/datasets/big/trajectories/$doc/steps?offset=$((total - 100))&limit=100" > /dev/null
+  echo "$first $(ms "$t1") $(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$SERVER/status")"
+  kill "$SERVER"; wait "$SERVER" 2>/dev/null || true
+}
+for bin in "$@"; do : > "$WORK/$(echo "$bin" | md5sum | cut -c1-8)"; done
+for _ in $(seq "$RUNS"); do
+  for bin in "$@"; do cold "$bin" >> "$WORK/$(echo "$bin" | md5sum | cut -c1-8)"; done
+done
+echo "| Build | first page | last page | RSS |"
+echo "|---|---:|---:|---:|"
+for bin in "$@"; do
+  f="$WORK/$(echo "$bin" | md5sum | cut -c1-8)"
+  med() { awk -v c="$1" '{print $c}' "$f" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+  echo "| \`$bin\` | $(med 1) ms | $(med 2) ms | $(med 3) MiB |"
+done
