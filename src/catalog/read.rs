@@ -636,10 +636,8 @@ fn read_store(
     })
 }
 
-/// The deduplicated rows of an events store at its pinned version.
-pub fn events_rows(
-    src: &Source,
-) -> Result<Vec<(crate::store::events::EventRow, i64)>, ReadFailure> {
+/// Where the events table of `src` is and the version discovery pinned.
+fn events_table(src: &Source) -> Result<(String, u64), ReadFailure> {
     let path = match &src.object {
         Some(o) => format!("s3://{}/{}", o.bucket, o.key.trim_end_matches('/')),
         None if src.abs_path.as_os_str().is_empty() => {
@@ -662,9 +660,29 @@ pub fn events_rows(
             what: "events store with no readable version",
         }));
     }
+    Ok((path, version))
+}
+
+/// The deduplicated rows of an events store at its pinned version.
+pub fn events_rows(
+    src: &Source,
+) -> Result<Vec<(crate::store::events::EventRow, i64)>, ReadFailure> {
+    let (path, version) = events_table(src)?;
     let rows =
         crate::store::events::read_all(&path, version).map_err(|e| store_failure(src, &e))?;
     Ok(crate::store::events::dedupe(rows))
+}
+
+/// The envelope columns `columns` of an events store at its pinned version,
+/// deduplicated, with each row's count of further copies (see
+/// [`crate::store::events::read_envelopes`]): no payload is parsed.
+pub fn events_envelopes(
+    src: &Source,
+    columns: &[&str],
+) -> Result<(arrow::record_batch::RecordBatch, Vec<i64>), ReadFailure> {
+    let (path, version) = events_table(src)?;
+    crate::store::events::read_envelopes(&path, version, columns)
+        .map_err(|e| store_failure(src, &e))
 }
 
 /// The trajectories of an events store's captured sessions (see

@@ -23,6 +23,19 @@ impl Mounts {
             if s.format != crate::formats::SourceFormat::EventsLance {
                 continue;
             }
+            let names: Vec<&str> = columns
+                .iter()
+                .map(|&i| full.field(i).name().as_str())
+                .collect();
+            if !names.contains(&"payload_json") {
+                // Every other column is stored beside the payload: no
+                // record is parsed.
+                match crate::catalog::read::events_envelopes(s, &envelope_columns(&names)) {
+                    Ok((b, dups)) => out.push(post(envelope_batch(s, &names, &schema, &b, dups)?)?),
+                    Err(f) => out.extend(self.skip_or_fail(s, f)?),
+                }
+                continue;
+            }
             let rows = match crate::catalog::read::events_rows(s) {
                 Ok(r) => r,
                 Err(f) => {
@@ -103,4 +116,61 @@ impl Mounts {
         }
         Ok(out)
     }
+}
+
+/// The stored envelope columns that the relation columns `names` read.
+fn envelope_columns<'a>(names: &[&'a str]) -> Vec<&'a str> {
+    names
+        .iter()
+        .copied()
+        .filter(|n| {
+            !matches!(
+                *n,
+                "source_path" | "seq" | "timestamp" | "event_id" | "duplicate_count"
+            )
+        })
+        .collect()
+}
+
+/// The relation columns `names` of one events store from its envelope
+/// columns `b` (see [`crate::store::events::read_envelopes`]).
+fn envelope_batch(
+    s: &crate::catalog::Source,
+    names: &[&str],
+    schema: &arrow::datatypes::SchemaRef,
+    b: &RecordBatch,
+    dups: Vec<i64>,
+) -> Result<RecordBatch, SqlError> {
+    use arrow::array::AsArray;
+    use arrow::array::{ArrayRef, Int64Array, StringArray, TimestampNanosecondArray};
+    use std::sync::Arc;
+    let n = b.num_rows();
+    let stored = |name: &str| -> Result<ArrayRef, SqlError> {
+        b.column_by_name(name)
+            .cloned()
+            .ok_or_else(|| SqlError::Internal(format!("events: no stored column {name}")))
+    };
+    let mut cols: Vec<ArrayRef> = Vec::with_capacity(names.len());
+    for &name in names {
+        cols.push(match name {
+            "source_path" => Arc::new(StringArray::from(vec![s.source_path.as_str(); n])),
+            "timestamp" => {
+                let ms = stored("timestamp_unix_ms")?;
+                let ms = ms.as_primitive::<arrow::datatypes::Int64Type>();
+                Arc::new(
+                    TimestampNanosecondArray::from_iter_values(
+                        ms.values().iter().map(|v| v.saturating_mul(1_000_000)),
+                    )
+                    .with_timezone("UTC"),
+                )
+            }
+            "duplicate_count" => Arc::new(Int64Array::from(dups.clone())),
+            other => stored(other)?,
+        });
+    }
+    Ok(RecordBatch::try_new_with_options(
+        schema.clone(),
+        cols,
+        &arrow::array::RecordBatchOptions::new().with_row_count(Some(n)),
+    )?)
 }

@@ -170,19 +170,93 @@ pub fn latest_version(path: &str) -> Result<Option<u64>, StoreError> {
 /// with how many further copies were appended (at-least-once capture can
 /// store an event twice after a crash).
 pub fn dedupe(rows: Vec<EventRow>) -> Vec<(EventRow, i64)> {
-    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    let mut out: Vec<(EventRow, i64)> = Vec::with_capacity(rows.len());
-    for r in rows {
-        if let Some(id) = &r.event_id {
-            if let Some(&i) = index.get(id) {
-                out[i].1 += 1;
+    let (keep, dups) = first_copies(rows.iter().map(|r| r.event_id.as_deref()));
+    let mut keep = keep.into_iter().zip(dups).peekable();
+    rows.into_iter()
+        .enumerate()
+        .filter_map(|(i, r)| match keep.peek() {
+            Some(&(k, d)) if k as usize == i => {
+                keep.next();
+                Some((r, d))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Of events with these ids (in storage order), the positions of the first
+/// copy of each id (events without an id are all kept) and how many further
+/// copies each has.
+fn first_copies<'a>(ids: impl Iterator<Item = Option<&'a str>>) -> (Vec<u32>, Vec<i64>) {
+    let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut keep: Vec<u32> = Vec::new();
+    let mut dups: Vec<i64> = Vec::new();
+    for (i, id) in ids.enumerate() {
+        if let Some(id) = id {
+            if let Some(&k) = index.get(id) {
+                dups[k] += 1;
                 continue;
             }
-            index.insert(id.clone(), out.len());
+            index.insert(id, keep.len());
         }
-        out.push((r, 0));
+        keep.push(i as u32);
+        dups.push(0);
     }
-    out
+    (keep, dups)
+}
+
+/// The envelope columns of `path@version`: `seq`, `timestamp_unix_ms`,
+/// `event_id`, then `columns` (names of [`TEXT_COLUMNS`]), deduplicated as
+/// [`dedupe`] does, with each row's count of further copies. The payloads are
+/// not read: every envelope column holds what the record says (see
+/// [`events_batch`]), so the `events` relation needs them only for
+/// `payload_json`.
+pub fn read_envelopes(
+    path: &str,
+    version: u64,
+    columns: &[&str],
+) -> Result<(RecordBatch, Vec<i64>), StoreError> {
+    let mut cols = vec!["seq", "timestamp_unix_ms", "event_id"];
+    for c in columns {
+        if !TEXT_COLUMNS.contains(c) {
+            return Err(StoreError::Internal(format!("no envelope column {c}")));
+        }
+        if !cols.contains(c) {
+            cols.push(c);
+        }
+    }
+    let p = path.to_string();
+    let read = cols.clone();
+    let batches =
+        runtime().block_on(async move { lance_io::scan(&p, version, &read, None).await })?;
+    let schema = match batches.first() {
+        Some(b) => b.schema(),
+        None => Arc::new(
+            events_table_schema()
+                .project(
+                    &cols
+                        .iter()
+                        .map(|c| events_table_schema().index_of(c))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|e| StoreError::Internal(e.to_string()))?,
+                )
+                .map_err(arrow_error)?,
+        ),
+    };
+    let all = arrow::compute::concat_batches(&schema, &batches).map_err(arrow_error)?;
+    let ids = all
+        .column(2)
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .ok_or_else(|| StoreError::Corrupt("events: `event_id` is not Utf8".into()))?;
+    let (keep, dups) = first_copies(ids.iter());
+    let kept = arrow::compute::take_record_batch(&all, &arrow::array::UInt32Array::from(keep))
+        .map_err(arrow_error)?;
+    Ok((kept, dups))
+}
+
+fn arrow_error(e: arrow::error::ArrowError) -> StoreError {
+    StoreError::Internal(e.to_string())
 }
 
 /// The largest `seq` stored at `path@version`.

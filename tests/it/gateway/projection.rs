@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::gateway::{command, Gateway, Setup, Upstream};
+use crate::gateway::{command, query, Gateway, Setup, Upstream};
 
 /// The questions whose answers must not depend on the projection cache.
 const QUESTIONS: [&str; 4] = [
@@ -139,6 +139,29 @@ fn captured_sessions_are_projected_once_per_events_version() {
     assert_eq!(answers(&s, &cache), fresh2);
     let now = projections(&cache);
     assert!(now.len() == 2 && now.contains(&built[0]), "{now:?}");
+
+    // The `events` relation reads its envelope columns without parsing a
+    // payload unless `payload_json` is asked for: both give the same rows.
+    let cols = "source_path, seq, event_id, timestamp, kind, source, agent_id, run_id, \
+                session_id, call_id, trace_id, parent_call_id, model, duplicate_count";
+    let envelopes = query(
+        s.path(),
+        &s.ds(),
+        &format!("SELECT {cols} FROM dataset.events ORDER BY seq"),
+    );
+    let parsed: Vec<Value> = query(
+        s.path(),
+        &s.ds(),
+        &format!("SELECT {cols}, payload_json FROM dataset.events ORDER BY seq"),
+    )
+    .into_iter()
+    .map(|mut r| {
+        r.as_object_mut().unwrap().remove("payload_json");
+        r
+    })
+    .collect();
+    assert!(envelopes.len() >= 12, "{envelopes:?}");
+    assert_eq!(envelopes, parsed);
 
     // A projection left broken (its manifest lost) is built again.
     let newest = now.iter().find(|p| **p != built[0]).unwrap().clone();
