@@ -73,10 +73,12 @@ pub fn projection(src: &Source) -> Result<Option<Projection>, ReadFailure> {
     if let Some(p) = open(&at, src, &events, version) {
         return Ok(Some(p));
     }
-    let projected = project_events(src)?;
+    // Without a place to keep it, do not project here: the caller projects
+    // in memory once.
     if std::fs::create_dir_all(&dir).is_err() {
         return Ok(None);
     }
+    let projected = project_events(src)?;
     let manifest = Manifest {
         layout: LAYOUT,
         events,
@@ -171,8 +173,9 @@ fn build(
 }
 
 /// Remove projections of versions older than the one before `version`
-/// (a command still reading the previous version keeps its files), and
-/// builds that a crash left behind more than an hour ago.
+/// once they are an hour old (a command still reading an older version,
+/// such as a running server, keeps its files meanwhile), and builds that a
+/// crash left behind more than an hour ago.
 fn prune(dir: &Path, version: u64) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -182,16 +185,8 @@ fn prune(dir: &Path, version: u64) {
         let name = e.file_name().to_string_lossy().into_owned();
         if let Some(v) = name.strip_prefix('v').and_then(|v| v.parse::<u64>().ok()) {
             versions.push((v, e.path()));
-        } else if name.starts_with(".build-") {
-            let old = e
-                .metadata()
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age.as_secs() > 3600);
-            if old {
-                let _ = std::fs::remove_dir_all(e.path());
-            }
+        } else if name.starts_with(".build-") && older_than_an_hour(&e.path()) {
+            let _ = std::fs::remove_dir_all(e.path());
         }
     }
     versions.sort_unstable();
@@ -203,8 +198,16 @@ fn prune(dir: &Path, version: u64) {
         .next()
         .unwrap_or(version);
     for (v, p) in versions {
-        if v < keep_from {
+        if v < keep_from && older_than_an_hour(&p) {
             let _ = std::fs::remove_dir_all(p);
         }
     }
+}
+
+fn older_than_an_hour(p: &Path) -> bool {
+    std::fs::metadata(p)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age.as_secs() > 3600)
 }

@@ -137,6 +137,13 @@ impl super::Mounts {
         }
     }
 
+    /// Whether this reader keeps `s` decoded once read in full (so a caller
+    /// may hold on to its documents at no extra cost).
+    pub fn keeps_decoded(&self, s: &Source) -> bool {
+        let opts = DecodeOptions::full(self.max_document_bytes);
+        self.decoded.as_ref().is_some_and(|c| c.applies(s, &opts))
+    }
+
     /// Every document of the file Source `s`, decoded in full and shared:
     /// from the decoded cache when it applies, else read now.
     pub fn decode_file(&self, s: &Source) -> Result<Arc<DecodedSource>, ReadFailure> {

@@ -374,47 +374,54 @@ fn read_body(
         return Ok((body, bytes));
     }
     let ordinal = usize::try_from(doc).map_err(|_| not_found("trajectory"))?;
-    if src.kind == crate::catalog::SourceKind::Store {
-        // An events store: keep its one document, not every session.
-        let mut found = None;
-        read_documents(ctx, cat, src, &mut |d, at| {
-            if at == ordinal {
-                found = Some(d.clone());
-            }
-        })?;
-        let d = found.ok_or_else(|| not_found("trajectory"))?;
-        let bytes = serde_json::to_vec(&d).map_or(0, |b| b.len());
-        let file = Arc::new(DecodedSource {
-            docs: vec![d],
-            read: crate::catalog::read::SourceRead::default(),
-        });
+    if cat.mounts.keeps_decoded(src) {
+        let file = decode_file(ctx, cat, src)?;
+        if ordinal >= file.docs.len() {
+            return Err(not_found("trajectory"));
+        }
+        // The decoded-file cache holds the file; this entry charges its
+        // document's share, which it keeps alive if that cache lets go.
+        let share = crate::dataset::decoded_bytes(src.size) / file.docs.len().max(1) as u64;
         let body = Body::Model {
             file,
-            index: 0,
+            index: ordinal,
             ordinal,
             source: source.to_string(),
         };
-        let bytes = crate::dataset::decoded_bytes(bytes as u64);
-        return Ok((body, usize::try_from(bytes).unwrap_or(usize::MAX)));
+        return Ok((body, usize::try_from(share).unwrap_or(usize::MAX)));
     }
-    let file = decode_file(ctx, cat, src)?;
-    if ordinal >= file.docs.len() {
-        return Err(not_found("trajectory"));
-    }
-    // The decoded file is shared with the decoded-file cache, but this entry
-    // may keep it alive after that cache lets it go: count all of it.
+    // A small file, one too large to keep decoded, or an events store: read
+    // it through and keep this document only.
+    let mut found = None;
+    let mut count = 0u64;
+    read_documents(ctx, cat, src, &mut |d, at| {
+        count += 1;
+        if at == ordinal {
+            found = Some(d.clone());
+        }
+    })?;
+    let d = found.ok_or_else(|| not_found("trajectory"))?;
+    let json = if src.kind == crate::catalog::SourceKind::Store {
+        serde_json::to_vec(&d).map_or(0, |b| b.len() as u64)
+    } else {
+        src.size / count.max(1)
+    };
+    let file = Arc::new(DecodedSource {
+        docs: vec![d],
+        read: crate::catalog::read::SourceRead::default(),
+    });
     let body = Body::Model {
         file,
-        index: ordinal,
+        index: 0,
         ordinal,
         source: source.to_string(),
     };
-    let bytes = crate::dataset::decoded_bytes(src.size);
+    let bytes = crate::dataset::decoded_bytes(json);
     Ok((body, usize::try_from(bytes).unwrap_or(usize::MAX)))
 }
 
-/// Every document of the file Source `src`, decoded once per file version
-/// while large files stay in the decoded cache; fails when the Source cannot
+/// Every document of the file Source `src`, from the decoded cache (see
+/// [`crate::dataset::Mounts::keeps_decoded`]); fails when the Source cannot
 /// be read or the request is out of time.
 fn decode_file(
     ctx: &Ctx<'_>,
