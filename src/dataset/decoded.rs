@@ -90,6 +90,13 @@ impl DecodedSources {
         self.cache.get(&key(src))
     }
 
+    /// Keep only the files among `live` (the Sources of a new view): a
+    /// changed or removed file is not read again, so holding it is waste.
+    pub fn retain<'a>(&self, live: impl Iterator<Item = &'a Source>) {
+        let keys: std::collections::HashSet<String> = live.map(key).collect();
+        self.cache.retain(|k| keys.contains(k));
+    }
+
     /// Estimated bytes held now.
     pub fn bytes(&self) -> u64 {
         self.cache.bytes()

@@ -99,6 +99,12 @@ impl State {
             Err(p) => *p.into_inner() = Arc::clone(&c),
         }
         self.docs.retain_generation(c.generation);
+        self.decoded.retain(
+            c.mounts
+                .mounts()
+                .iter()
+                .flat_map(|m| m.snapshot.sources.iter()),
+        );
         Ok(c)
     }
 
