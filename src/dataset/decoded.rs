@@ -40,6 +40,9 @@ pub struct DecodedSource {
 pub struct DecodedSources {
     min_source_bytes: u64,
     cache: ByteLru<String, Arc<DecodedSource>>,
+    /// One lock per file being decoded: a second reader of the same file
+    /// waits for the first instead of decoding it (and holding it) again.
+    reading: std::sync::Mutex<std::collections::HashMap<String, Arc<std::sync::Mutex<()>>>>,
 }
 
 impl DecodedSources {
@@ -50,6 +53,7 @@ impl DecodedSources {
         DecodedSources {
             min_source_bytes,
             cache: ByteLru::new(budget),
+            reading: std::sync::Mutex::default(),
         }
     }
 
@@ -74,15 +78,40 @@ impl DecodedSources {
         if let Some(hit) = self.cache.get(&key) {
             return Ok(hit);
         }
-        // Two readers of the same new file may both decode it; the second
-        // insert replaces the first, which costs time but never answers
-        // wrongly.
-        let mut docs = Vec::new();
-        let read = read_file(src, opts, &mut |d| docs.push(d))?;
-        let decoded = Arc::new(DecodedSource { docs, read });
-        self.cache
-            .put(key, Arc::clone(&decoded), decoded_bytes(src.size));
-        Ok(decoded)
+        let lock = {
+            let mut g = self
+                .reading
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            Arc::clone(g.entry(key.clone()).or_default())
+        };
+        let result = {
+            let _one = lock
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match self.cache.get(&key) {
+                // Decoded by the reader this one waited for.
+                Some(hit) => Ok(hit),
+                None => {
+                    let mut docs = Vec::new();
+                    read_file(src, opts, &mut |d| docs.push(d)).map(|read| {
+                        let decoded = Arc::new(DecodedSource { docs, read });
+                        self.cache
+                            .put(key.clone(), Arc::clone(&decoded), decoded_bytes(src.size));
+                        decoded
+                    })
+                }
+            }
+        };
+        let mut g = self
+            .reading
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // The last one out removes the lock.
+        if Arc::strong_count(&lock) == 2 {
+            g.remove(&key);
+        }
+        result
     }
 
     /// The documents of `src` if they are held now.
