@@ -62,3 +62,18 @@ corpus() {
 peak_rss() {
   /usr/bin/time -f '%M' "$@" 2>&1 >/dev/null | tail -1 | awk '{printf "%.0f", $1/1024}'
 }
+
+# wait_line LOG PREFIX : wait (up to 60 s) for a line starting with PREFIX in
+# LOG and print the rest of it without a trailing slash (a server's URL).
+wait_line() {
+  local v=""
+  for _ in $(seq 1200); do
+    v=$(sed -n "s|^$2||p" "$1" | head -1)
+    [ -n "$v" ] && break
+    sleep 0.05
+  done
+  echo "${v%/}"
+}
+
+# ms_since T0 : milliseconds since T0 (from `date +%s.%N`).
+ms_since() { echo "$(date +%s.%N) $1" | awk '{printf "%.0f", ($1-$2)*1000}'; }

@@ -13,25 +13,19 @@ BIG=$(corpus "atif-1x100000" --runs 1 --steps 100000 --seed 11)
 WORK=$(mktemp -d)
 trap 'kill $SERVER 2>/dev/null || true; rm -rf "$WORK"' EXIT
 printf '[[datasets]]\nname = "big"\nuri = "%s"\n' "$BIG" > "$WORK/warehouse.toml"
-ms() { echo "$(date +%s.%N) $1" | awk '{printf "%.0f", ($1-$2)*1000}'; }
 cold() { # BIN -> "first_ms last_ms rss_mib"
   "$1" serve --config "$WORK/warehouse.toml" --listen 127.0.0.1:0 -q 2> "$WORK/log" &
   SERVER=$!
-  local url=""
-  for _ in $(seq 600); do
-    url=$(sed -n 's/^listening: //p' "$WORK/log" | head -1)
-    [ -n "$url" ] && break
-    sleep 0.05
-  done
-  url="${url%/}"
+  local url
+  url=$(wait_line "$WORK/log" "listening: ")
   local t0 doc total first t1
   t0=$(date +%s.%N)
   doc=$(curl -sf "$url/api/v1/datasets/big/runs?limit=1" | jq -r '.runs[0].root_document_id')
   total=$(curl -sf "$url/api/v1/datasets/big/trajectories/$doc/steps?limit=100" | jq '.total')
-  first=$(ms "$t0")
+  first=$(ms_since "$t0")
   t1=$(date +%s.%N)
   curl -sf "$url/api/v1/datasets/big/trajectories/$doc/steps?offset=$((total - 100))&limit=100" > /dev/null
-  echo "$first $(ms "$t1") $(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$SERVER/status")"
+  echo "$first $(ms_since "$t1") $(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$SERVER/status")"
   kill "$SERVER"; wait "$SERVER" 2>/dev/null || true
 }
 for bin in "$@"; do : > "$WORK/$(echo "$bin" | md5sum | cut -c1-8)"; done

@@ -19,11 +19,7 @@ mkdir -p "$WORK/ds"
 
 "$UPSTREAM_BIN" 0 2> "$WORK/upstream.log" &
 UP=$!
-for _ in $(seq 100); do
-  UPURL=$(sed -n 's/^mock upstream listening: //p' "$WORK/upstream.log" | head -1)
-  [ -n "$UPURL" ] && break
-  sleep 0.05
-done
+UPURL=$(wait_line "$WORK/upstream.log" "mock upstream listening: ")
 
 cat > "$WORK/warehouse.toml" <<TOML
 [[datasets]]
@@ -44,16 +40,14 @@ provider = "openai"
 upstream = "$UPURL"
 api_key_env = "BENCH_KEY"
 TOML
-BENCH_KEY=sk-bench "$PC" serve --config "$WORK/warehouse.toml" --gateway "$WORK/gateway.toml" -q 2> "$WORK/gateway.log" &
-GW=$!
-for _ in $(seq 600); do
-  GWURL=$(sed -n 's/^gateway listening: //p' "$WORK/gateway.log" | head -1)
-  ADMIN=$(sed -n 's/^gateway admin: //p' "$WORK/gateway.log" | head -1)
-  [ -n "$GWURL" ] && [ -n "$ADMIN" ] && break
-  sleep 0.1
-done
-GWURL="${GWURL%/}"
-ADMIN="${ADMIN%/admin/status}"
+start_gateway() { # LOG: sets GW, GWURL, ADMIN
+  BENCH_KEY=sk-bench "$PC" serve --config "$WORK/warehouse.toml" --gateway "$WORK/gateway.toml" -q 2> "$1" &
+  GW=$!
+  GWURL=$(wait_line "$1" "gateway listening: ")
+  ADMIN=$(wait_line "$1" "gateway admin: ")
+  ADMIN="${ADMIN%/admin/status}"
+}
+start_gateway "$WORK/gateway.log"
 
 body() { # STREAM
   printf '{"model":"gpt-bench","stream":%s,"messages":[{"role":"system","content":"You are a careful assistant."},{"role":"user","content":"Summarise the last deployment log in two sentences."}]}' "$1"
@@ -105,12 +99,12 @@ kill "$GW"; wait "$GW" 2>/dev/null || true
 export PCHRONICLE_CACHE_DIR="$WORK/cache"
 T0=$(date +%s.%N)
 EVENTS=$("$PC" query "$WORK/ds" "SELECT count(*) AS n FROM dataset.events" --format csv 2>/dev/null | tail -1)
-EVENTS_MS=$(echo "$(date +%s.%N) $T0" | awk '{printf "%.0f", ($1-$2)*1000}')
+EVENTS_MS=$(ms_since "$T0")
 steps_ms() { # prints "STEPS MS" for one whole-process read of the projection
   local t0 n
   t0=$(date +%s.%N)
   n=$("$PC" query "$WORK/ds" "SELECT count(*) AS n FROM dataset.steps" --format csv 2>/dev/null | tail -1)
-  echo "$n $(echo "$(date +%s.%N) $t0" | awk '{printf "%.0f", ($1-$2)*1000}')"
+  echo "$n $(ms_since "$t0")"
 }
 median_ms() { for _ in 1 2 3; do steps_ms | cut -d' ' -f2; done | sort -n | sed -n 2p; }
 # Without a cache directory every read projects the events in memory.
@@ -121,16 +115,7 @@ FRAGMENTS=$(find "$WORK/ds/events.lance/data" -name '*.lance' | wc -l)
 CAPTURED=$(echo "$STATUS" | jq '.captured_events')
 REQS=$(echo "$STATUS" | jq '.requests')
 # Then about 10,000 more events (two seconds of load), and the first read after.
-BENCH_KEY=sk-bench "$PC" serve --config "$WORK/warehouse.toml" --gateway "$WORK/gateway.toml" -q 2> "$WORK/gateway2.log" &
-GW=$!
-for _ in $(seq 600); do
-  GWURL=$(sed -n 's/^gateway listening: //p' "$WORK/gateway2.log" | head -1)
-  ADMIN=$(sed -n 's/^gateway admin: //p' "$WORK/gateway2.log" | head -1)
-  [ -n "$GWURL" ] && [ -n "$ADMIN" ] && break
-  sleep 0.1
-done
-GWURL="${GWURL%/}"
-ADMIN="${ADMIN%/admin/status}"
+start_gateway "$WORK/gateway2.log"
 wrk -t2 -c16 -d2s -s "$WORK/post-false.lua" "$GWURL/v1/chat/completions" > /dev/null
 for _ in $(seq 600); do
   [ "$(curl -sf "$ADMIN/admin/status" | jq -r '.wal.pending')" = false ] && break

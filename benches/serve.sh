@@ -42,16 +42,10 @@ TOML
 start_server() {
   "$PC" serve --config "$WORK/warehouse.toml" --listen 127.0.0.1:0 -q 2> "$WORK/server.log" &
   SERVER=$!
-  for _ in $(seq 600); do
-    URL=$(sed -n 's/^listening: //p' "$WORK/server.log" | head -1)
-    [ -n "$URL" ] && break
-    sleep 0.1
-  done
-  URL="${URL%/}"
+  URL=$(wait_line "$WORK/server.log" "listening: ")
 }
 stop_server() { kill "$SERVER"; wait "$SERVER" 2>/dev/null || true; }
 now() { date +%s.%N; }
-ms_since() { echo "$(now) $1" | awk '{printf "%.0f", ($1-$2)*1000}'; }
 
 # Time to first page, cold: start, then the first steps page of the one
 # trajectory (which reads the runs of the Dataset and decodes the trajectory).

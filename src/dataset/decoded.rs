@@ -125,11 +125,6 @@ impl DecodedSources {
         let keys: std::collections::HashSet<String> = live.map(key).collect();
         self.cache.retain(|k| keys.contains(k));
     }
-
-    /// Estimated bytes held now.
-    pub fn bytes(&self) -> u64 {
-        self.cache.bytes()
-    }
 }
 
 /// A file's pinned identity: where it is and which version.
@@ -173,22 +168,12 @@ impl super::Mounts {
         }
     }
 
-    /// Whether this reader keeps `s` decoded once read in full (so a caller
-    /// may hold on to its documents at no extra cost).
-    pub fn keeps_decoded(&self, s: &Source) -> bool {
+    /// The documents of the file Source `s` when this reader keeps it
+    /// decoded (read now if not yet held), so a caller may hold on to them at
+    /// no extra cost; `None` when it does not keep that file.
+    pub fn kept_file(&self, s: &Source) -> Option<Result<Arc<DecodedSource>, ReadFailure>> {
         let opts = DecodeOptions::full(self.max_document_bytes);
-        self.decoded.as_ref().is_some_and(|c| c.applies(s, &opts))
-    }
-
-    /// Every document of the file Source `s`, decoded in full and shared:
-    /// from the decoded cache when it applies, else read now.
-    pub fn decode_file(&self, s: &Source) -> Result<Arc<DecodedSource>, ReadFailure> {
-        let opts = DecodeOptions::full(self.max_document_bytes);
-        if let Some(c) = self.decoded.as_ref().filter(|c| c.applies(s, &opts)) {
-            return c.get_or_read(s, opts);
-        }
-        let mut docs = Vec::new();
-        let read = read_file(s, opts, &mut |d| docs.push(d))?;
-        Ok(Arc::new(DecodedSource { docs, read }))
+        let c = self.decoded.as_ref().filter(|c| c.applies(s, &opts))?;
+        Some(c.get_or_read(s, opts))
     }
 }

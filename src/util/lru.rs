@@ -90,7 +90,8 @@ impl<K: Eq + Hash + Clone, V: Clone> ByteLru<K, V> {
     }
 
     /// What the values held now cost together.
-    pub fn bytes(&self) -> u64 {
+    #[cfg(test)]
+    fn bytes(&self) -> u64 {
         self.lock().bytes
     }
 }

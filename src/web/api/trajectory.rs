@@ -374,8 +374,9 @@ fn read_body(
         return Ok((body, bytes));
     }
     let ordinal = usize::try_from(doc).map_err(|_| not_found("trajectory"))?;
-    if cat.mounts.keeps_decoded(src) {
-        let file = decode_file(ctx, cat, src)?;
+    if let Some(file) = cat.mounts.kept_file(src) {
+        let file = file.map_err(read_failure)?;
+        ctx.check()?;
         if ordinal >= file.docs.len() {
             return Err(not_found("trajectory"));
         }
@@ -418,19 +419,6 @@ fn read_body(
     };
     let bytes = crate::dataset::decoded_bytes(json);
     Ok((body, usize::try_from(bytes).unwrap_or(usize::MAX)))
-}
-
-/// Every document of the file Source `src`, from the decoded cache (see
-/// [`crate::dataset::Mounts::keeps_decoded`]); fails when the Source cannot
-/// be read or the request is out of time.
-fn decode_file(
-    ctx: &Ctx<'_>,
-    cat: &WarehouseView,
-    src: &Source,
-) -> Result<Arc<DecodedSource>, Error> {
-    let d = cat.mounts.decode_file(src).map_err(read_failure)?;
-    ctx.check()?;
-    Ok(d)
 }
 
 fn read_failure(f: crate::catalog::read::ReadFailure) -> Error {
