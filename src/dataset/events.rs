@@ -14,11 +14,11 @@ impl Mounts {
         mount: &Mount,
         columns: &[usize],
         post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
-    ) -> Result<Vec<RecordBatch>, SqlError> {
+        emit: &mut dyn FnMut(RecordBatch) -> Result<(), SqlError>,
+    ) -> Result<(), SqlError> {
         use arrow::array::{Int64Array, StringArray, TimestampNanosecondArray};
         let full = events_schema();
         let schema = std::sync::Arc::new(full.project(columns)?);
-        let mut out = Vec::new();
         for s in &mount.snapshot.sources {
             if s.format != crate::formats::SourceFormat::EventsLance {
                 continue;
@@ -31,15 +31,15 @@ impl Mounts {
                 // Every other column is stored beside the payload: no
                 // record is parsed.
                 match crate::catalog::read::events_envelopes(s, &envelope_columns(&names)) {
-                    Ok((b, dups)) => out.push(post(envelope_batch(s, &names, &schema, &b, dups)?)?),
-                    Err(f) => out.extend(self.skip_or_fail(s, f)?),
+                    Ok((b, dups)) => emit(post(envelope_batch(s, &names, &schema, &b, dups)?)?)?,
+                    Err(f) => self.skip_or_fail(s, f)?,
                 }
                 continue;
             }
             let rows = match crate::catalog::read::events_rows(s) {
                 Ok(r) => r,
                 Err(f) => {
-                    out.extend(self.skip_or_fail(s, f)?);
+                    self.skip_or_fail(s, f)?;
                     continue;
                 }
             };
@@ -109,12 +109,9 @@ impl Mounts {
                 cols,
                 &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows.len())),
             )?;
-            out.push(post(b)?);
+            emit(post(b)?)?;
         }
-        if out.is_empty() {
-            out.push(RecordBatch::new_empty(schema));
-        }
-        Ok(out)
+        Ok(())
     }
 }
 

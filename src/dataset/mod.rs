@@ -178,7 +178,7 @@ impl Mounts {
     /// A Source that could not be read: the query fails when the failure is
     /// fatal or reads are strict; otherwise the Source is skipped with a
     /// warning and contributes no rows.
-    fn skip_or_fail(&self, s: &Source, f: ReadFailure) -> Result<Vec<RecordBatch>, SqlError> {
+    fn skip_or_fail(&self, s: &Source, f: ReadFailure) -> Result<(), SqlError> {
         match f {
             ReadFailure::Fatal(e) => Err(SqlError::Source {
                 code: e.code(),
@@ -189,7 +189,7 @@ impl Mounts {
             }
             ReadFailure::Source(e) => {
                 self.problem(s, e.code(), true, e.detail());
-                Ok(Vec::new())
+                Ok(())
             }
         }
     }
@@ -269,9 +269,9 @@ impl DataLayer for Mounts {
         relation: &str,
         columns: &[usize],
         post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
-        _limit: Option<usize>,
+        emit: &mut dyn FnMut(RecordBatch) -> Result<(), SqlError>,
         check: &(dyn Fn() -> Result<(), SqlError> + Sync),
-    ) -> Result<Vec<RecordBatch>, SqlError> {
+    ) -> Result<(), SqlError> {
         let mount = self
             .mount(dataset)
             .ok_or_else(|| SqlError::UnknownRelation {
@@ -281,16 +281,22 @@ impl DataLayer for Mounts {
         match relation {
             "sources" => {
                 let full = sources_batch(&mount.snapshot.sources)?;
-                let b = full.project(columns)?;
-                Ok(vec![post(b)?])
+                emit(post(full.project(columns)?)?)
             }
-            "events" => self.scan_events(mount, columns, post),
+            "events" => self.scan_events(mount, columns, post, emit),
             other => {
                 let table = Table::from_name(other).ok_or_else(|| SqlError::UnknownRelation {
                     name: other.to_string(),
                     hint: String::new(),
                 })?;
-                self.scan_documents(mount, table, columns, &|_| true, None, None, post, check)
+                let scan = scan::DocumentScan {
+                    table,
+                    columns,
+                    only: &|_| true,
+                    store_filter: None,
+                    call_output: None,
+                };
+                self.scan_documents(mount, &scan, post, emit, check)
             }
         }
     }

@@ -14,25 +14,44 @@ use crate::formats::DecodeOptions;
 use crate::sql::SqlError;
 use crate::table::{Table, TableBuilder};
 
+/// What one scan of a document relation reads.
+pub(super) struct DocumentScan<'a> {
+    pub table: Table,
+    /// Column indexes into `table`.
+    pub columns: &'a [usize],
+    /// The Sources read.
+    pub only: &'a (dyn Fn(&Source) -> bool + Sync),
+    /// A Lance filter stores apply while scanning (file Sources ignore it).
+    pub store_filter: Option<&'a str>,
+    /// Add the text of call results under this column name (steps only).
+    pub call_output: Option<&'static str>,
+}
+
+/// File Sources decoded in parallel per round, per thread of the pool: a
+/// round's output is held until its first Source's turn, so this bounds
+/// memory to a few files' rows while keeping the workers busy.
+const FILES_PER_THREAD: usize = 4;
+
 impl Mounts {
-    #[allow(clippy::too_many_arguments)]
+    /// Scan a document relation. `post` runs on every batch in the worker
+    /// that produced it (the scan filter); `emit` receives the results on
+    /// the calling thread in Source order, and in order within a Source,
+    /// while the scan goes on: a consumer that errors stops it.
     pub(super) fn scan_documents(
         &self,
         mount: &Mount,
-        table: Table,
-        columns: &[usize],
-        only: &(dyn Fn(&Source) -> bool + Sync),
-        store_filter: Option<&str>,
-        call_output: Option<&'static str>,
+        scan: &DocumentScan<'_>,
         post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
+        emit: &mut dyn FnMut(RecordBatch) -> Result<(), SqlError>,
         check: &(dyn Fn() -> Result<(), SqlError> + Sync),
-    ) -> Result<Vec<RecordBatch>, SqlError> {
+    ) -> Result<(), SqlError> {
+        let (table, columns, only) = (scan.table, scan.columns, scan.only);
         if table == Table::Runs {
-            return self.scan_runs(mount, columns, only, post, check);
+            return self.scan_runs(mount, columns, only, post, emit, check);
         }
         let cols = table.columns();
-        let skeleton =
-            call_output.is_none() && columns.iter().all(|&i| skeleton_safe(table, cols[i].name));
+        let skeleton = scan.call_output.is_none()
+            && columns.iter().all(|&i| skeleton_safe(table, cols[i].name));
         let opts = DecodeOptions {
             max_document_bytes: self.max_document_bytes,
             projection: if skeleton {
@@ -85,107 +104,127 @@ impl Mounts {
             }
         }
         let remote = readable.iter().any(|s| s.object.is_some());
-        let results: Vec<Result<Vec<RecordBatch>, SqlError>> =
-            crate::util::rt::on_pool(remote, || {
-                readable
-                    .par_iter()
-                    .map(|s| {
-                        check()?;
-                        if s.format == crate::formats::SourceFormat::StorylineLance
-                            && matches!(
-                                table,
-                                Table::Trajectories | Table::Steps | Table::ToolCalls
-                            )
-                        {
-                            if let Some(name) = call_output {
-                                return self.scan_store_call_output(s, columns, name, post);
-                            }
-                            return self.scan_store(s, table, columns, store_filter, post);
-                        }
-                        if s.format == crate::formats::SourceFormat::EventsLance
-                            && call_output.is_none()
-                            && matches!(
-                                table,
-                                Table::Trajectories | Table::Steps | Table::ToolCalls
-                            )
-                        {
-                            // Captured sessions projected once per events
-                            // version: read as the store they were kept in.
-                            match crate::catalog::projection::projection(s) {
-                                Ok(Some(p)) => {
-                                    return self.scan_store(
-                                        &p.store,
-                                        table,
-                                        columns,
-                                        store_filter,
-                                        post,
-                                    )
-                                }
-                                Ok(None) => {}
-                                Err(f) => return self.skip_or_fail(s, f),
-                            }
-                        }
-                        let mut builder = TableBuilder::new(table, Some(columns));
-                        if let Some(name) = call_output {
-                            builder = builder.with_extra(name, crate::table::step_call_output);
-                        }
-                        let mut out = Vec::new();
-                        let mut ordinal = 0usize;
-                        let mut err: Option<SqlError> = None;
-                        let read = self.read_documents(s, opts, &mut |doc| {
-                            if err.is_some() {
-                                return;
-                            }
-                            builder.push_document(&s.source_path, doc, ordinal);
-                            ordinal += 1;
-                            if builder.len() >= BATCH_ROWS {
-                                match post(builder.finish()) {
-                                    Ok(b) => out.push(b),
-                                    Err(e) => err = Some(e),
-                                }
-                            }
-                        });
-                        if let Some(e) = err {
-                            return Err(e);
-                        }
-                        match read {
-                            Ok(r) => {
-                                if let Some(d) = r.diagnostics.iter().find(|d| d.degrades()) {
-                                    // Read, but not as given: strict refuses it.
-                                    if self.strict {
-                                        return Err(super::strict_refusal(
-                                            s,
-                                            "degraded",
-                                            d.code,
-                                            format!("{}: {}", d.pointer, d.message),
-                                        ));
-                                    }
-                                    self.problem(
-                                        s,
-                                        d.code,
-                                        false,
-                                        format!("{}: {}", d.pointer, d.message),
-                                    );
-                                }
-                            }
-                            Err(f) => return self.skip_or_fail(s, f),
-                        }
-                        if !builder.is_empty() {
-                            out.push(post(builder.finish())?);
-                        }
-                        Ok(out)
-                    })
-                    .collect()
-            });
-        let mut all = Vec::new();
-        for r in results {
-            all.extend(r?);
+        let round =
+            FILES_PER_THREAD * crate::util::rt::on_pool(remote, rayon::current_num_threads).max(1);
+        let mut rest = readable.as_slice();
+        while let Some(first) = rest.first() {
+            check()?;
+            if let Some(store) = self.as_store(first, scan)? {
+                // A store is read alone: Lance decodes ahead in parallel and
+                // its batches go out as they come.
+                self.scan_store(&store, scan, post, emit)?;
+                rest = &rest[1..];
+                continue;
+            }
+            // Consecutive file Sources, decoded in parallel, emitted in
+            // order; the first may be captured traffic projected in memory.
+            let files = 1 + rest[1..]
+                .iter()
+                .take(round - 1)
+                .take_while(|s| !self.is_store(s, scan))
+                .count();
+            let (now, later) = rest.split_at(files);
+            rest = later;
+            let results: Vec<Result<Vec<RecordBatch>, SqlError>> =
+                crate::util::rt::on_pool(remote, || {
+                    now.par_iter()
+                        .map(|s| {
+                            check()?;
+                            self.scan_file(s, scan, opts, post)
+                        })
+                        .collect()
+                });
+            for r in results {
+                for b in r? {
+                    emit(b)?;
+                }
+            }
         }
-        if all.is_empty() {
-            let b = TableBuilder::new(table, Some(columns));
-            all.push(RecordBatch::new_empty(b.schema()));
+        Ok(())
+    }
+
+    /// True when `s` is read as a store by [`Mounts::scan_store`].
+    fn is_store(&self, s: &Source, scan: &DocumentScan<'_>) -> bool {
+        let entity = matches!(
+            scan.table,
+            Table::Trajectories | Table::Steps | Table::ToolCalls
+        );
+        match s.format {
+            crate::formats::SourceFormat::StorylineLance => entity,
+            crate::formats::SourceFormat::EventsLance => entity && scan.call_output.is_none(),
+            _ => false,
         }
-        Ok(all)
+    }
+
+    /// The store `s` is read as: itself, or for captured traffic the
+    /// projection of its sessions, kept once per events version. `None`
+    /// for a file (or captured traffic projected in memory).
+    fn as_store(&self, s: &Source, scan: &DocumentScan<'_>) -> Result<Option<Source>, SqlError> {
+        if !self.is_store(s, scan) {
+            return Ok(None);
+        }
+        if s.format == crate::formats::SourceFormat::StorylineLance {
+            return Ok(Some(s.clone()));
+        }
+        match crate::catalog::projection::projection(s) {
+            Ok(p) => Ok(p.map(|p| p.store)),
+            Err(f) => self.skip_or_fail(s, f).map(|()| None),
+        }
+    }
+
+    /// One file Source (or captured traffic projected in memory), decoded
+    /// into batches of the relation.
+    fn scan_file(
+        &self,
+        s: &Source,
+        scan: &DocumentScan<'_>,
+        opts: DecodeOptions,
+        post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
+    ) -> Result<Vec<RecordBatch>, SqlError> {
+        let mut builder = TableBuilder::new(scan.table, Some(scan.columns));
+        if let Some(name) = scan.call_output {
+            builder = builder.with_extra(name, crate::table::step_call_output);
+        }
+        let mut out = Vec::new();
+        let mut ordinal = 0usize;
+        let mut err: Option<SqlError> = None;
+        let read = self.read_documents(s, opts, &mut |doc| {
+            if err.is_some() {
+                return;
+            }
+            builder.push_document(&s.source_path, doc, ordinal);
+            ordinal += 1;
+            if builder.len() >= BATCH_ROWS {
+                match post(builder.finish()) {
+                    Ok(b) => out.push(b),
+                    Err(e) => err = Some(e),
+                }
+            }
+        });
+        if let Some(e) = err {
+            return Err(e);
+        }
+        match read {
+            Ok(r) => {
+                if let Some(d) = r.diagnostics.iter().find(|d| d.degrades()) {
+                    // Read, but not as given: strict refuses it.
+                    if self.strict {
+                        return Err(super::strict_refusal(
+                            s,
+                            "degraded",
+                            d.code,
+                            format!("{}: {}", d.pointer, d.message),
+                        ));
+                    }
+                    self.problem(s, d.code, false, format!("{}: {}", d.pointer, d.message));
+                }
+            }
+            Err(f) => return self.skip_or_fail(s, f).map(|()| Vec::new()),
+        }
+        if !builder.is_empty() {
+            out.push(post(builder.finish())?);
+        }
+        Ok(out)
     }
 }
 
@@ -200,8 +239,9 @@ impl Mounts {
         columns: &[usize],
         only: &(dyn Fn(&Source) -> bool + Sync),
         post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
+        emit: &mut dyn FnMut(RecordBatch) -> Result<(), SqlError>,
         check: &(dyn Fn() -> Result<(), SqlError> + Sync),
-    ) -> Result<Vec<RecordBatch>, SqlError> {
+    ) -> Result<(), SqlError> {
         let runs = Table::Runs.columns();
         let wanted: Vec<&str> = columns.iter().map(|&i| runs[i].name).collect();
         let needed =
@@ -216,16 +256,6 @@ impl Mounts {
                     .ok_or_else(|| SqlError::Internal(format!("no trajectories column {c}")))
             })
             .collect::<Result<_, _>>()?;
-        let docs = self.scan_documents(
-            mount,
-            Table::Trajectories,
-            &read,
-            only,
-            None,
-            None,
-            &|b| Ok(b),
-            check,
-        )?;
         let inputs = std::sync::Arc::new(Schema::new(
             crate::table::RUN_INPUTS
                 .iter()
@@ -235,9 +265,20 @@ impl Mounts {
                 })
                 .collect::<Vec<_>>(),
         ));
-        let full: Vec<RecordBatch> = docs
-            .iter()
-            .map(|b| {
+        // A Run may span Sources: grouping needs every trajectory first.
+        let mut full: Vec<RecordBatch> = Vec::new();
+        let scan = DocumentScan {
+            table: Table::Trajectories,
+            columns: &read,
+            only,
+            store_filter: None,
+            call_output: None,
+        };
+        self.scan_documents(
+            mount,
+            &scan,
+            &|b| Ok(b),
+            &mut |b| {
                 let arrays = inputs
                     .fields()
                     .iter()
@@ -246,16 +287,19 @@ impl Mounts {
                         None => arrow::array::new_null_array(f.data_type(), b.num_rows()),
                     })
                     .collect();
-                RecordBatch::try_new(inputs.clone(), arrays)
-            })
-            .collect::<Result<_, _>>()?;
+                full.push(RecordBatch::try_new(inputs.clone(), arrays)?);
+                Ok(())
+            },
+            check,
+        )?;
         let grouped = crate::table::group_runs(&full)?;
-        Ok(vec![post(grouped.project(columns)?)?])
+        emit(post(grouped.project(columns)?)?)
     }
 
     /// Scan `columns` (by name) of an entity table over the Sources of mount
     /// `dataset` that `only` accepts. `post` sees every batch in the worker
-    /// that produced it, one Source at a time and in order within a Source.
+    /// that produced it; the batches come back in Source order, and in order
+    /// within a Source.
     pub fn scan_sources(
         &self,
         dataset: &str,
@@ -282,22 +326,15 @@ impl Mounts {
         post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
         check: &(dyn Fn() -> Result<(), SqlError> + Sync),
     ) -> Result<Vec<RecordBatch>, SqlError> {
-        let mount = self
-            .mount(dataset)
-            .ok_or_else(|| SqlError::UnknownRelation {
-                name: dataset.to_string(),
-                hint: String::new(),
-            })?;
-        let cols = table.columns();
-        let idx = columns
-            .iter()
-            .map(|n| {
-                cols.iter()
-                    .position(|c| c.name == *n)
-                    .ok_or_else(|| SqlError::Internal(format!("no column {n} in {}", table.name())))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        self.scan_documents(mount, table, &idx, only, store_filter, None, post, check)
+        let idx = column_indexes(table, columns)?;
+        let scan = DocumentScan {
+            table,
+            columns: &idx,
+            only,
+            store_filter,
+            call_output: None,
+        };
+        self.collect_scan(dataset, &scan, post, check)
     }
 
     /// Steps (`columns` by name) of the Sources `only` accepts, each batch
@@ -312,30 +349,62 @@ impl Mounts {
         only: &(dyn Fn(&Source) -> bool + Sync),
         post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
     ) -> Result<Vec<RecordBatch>, SqlError> {
+        let idx = column_indexes(Table::Steps, columns)?;
+        let scan = DocumentScan {
+            table: Table::Steps,
+            columns: &idx,
+            only,
+            store_filter: None,
+            call_output: Some(name),
+        };
+        self.collect_scan(dataset, &scan, post, &|| Ok(()))
+    }
+
+    /// Every batch of `scan` over mount `dataset`, at least one (empty).
+    fn collect_scan(
+        &self,
+        dataset: &str,
+        scan: &DocumentScan<'_>,
+        post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
+        check: &(dyn Fn() -> Result<(), SqlError> + Sync),
+    ) -> Result<Vec<RecordBatch>, SqlError> {
         let mount = self
             .mount(dataset)
             .ok_or_else(|| SqlError::UnknownRelation {
                 name: dataset.to_string(),
                 hint: String::new(),
             })?;
-        let cols = Table::Steps.columns();
-        let idx = columns
-            .iter()
-            .map(|n| {
-                cols.iter()
-                    .position(|c| c.name == *n)
-                    .ok_or_else(|| SqlError::Internal(format!("no column {n} in steps")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut all = Vec::new();
         self.scan_documents(
             mount,
-            Table::Steps,
-            &idx,
-            only,
-            None,
-            Some(name),
+            scan,
             post,
-            &|| Ok(()),
-        )
+            &mut |b| {
+                all.push(b);
+                Ok(())
+            },
+            check,
+        )?;
+        if all.is_empty() {
+            let mut b = TableBuilder::new(scan.table, Some(scan.columns));
+            if let Some(name) = scan.call_output {
+                b = b.with_extra(name, crate::table::step_call_output);
+            }
+            all.push(RecordBatch::new_empty(b.schema()));
+        }
+        Ok(all)
     }
+}
+
+/// Indexes of the columns `names` of `table`.
+fn column_indexes(table: Table, names: &[&str]) -> Result<Vec<usize>, SqlError> {
+    let cols = table.columns();
+    names
+        .iter()
+        .map(|n| {
+            cols.iter()
+                .position(|c| c.name == *n)
+                .ok_or_else(|| SqlError::Internal(format!("no column {n} in {}", table.name())))
+        })
+        .collect()
 }

@@ -2,6 +2,7 @@
 //! pinned versions, with `source_path` added (a store is one Source) and a
 //! store's `trajectories` read from its documents table.
 
+use super::scan::DocumentScan;
 use super::Mounts;
 use arrow::array::{ArrayRef, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -12,160 +13,166 @@ use crate::sql::SqlError;
 use crate::table::{Table, TableBuilder};
 
 impl Mounts {
-    /// [`Mounts::scan_steps_with_call_output`] for one store.
-    pub(super) fn scan_store_call_output(
-        &self,
-        s: &Source,
-        columns: &[usize],
-        name: &'static str,
-        post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
-    ) -> Result<Vec<RecordBatch>, SqlError> {
-        let store = match crate::catalog::read::open_store(s) {
-            Ok(st) => st,
-            Err(f) => return self.skip_or_fail(s, f),
-        };
-        let reader = match store.reader() {
-            Ok(r) => r,
-            Err(e) => return self.skip_or_fail(s, crate::catalog::read::store_failure(s, &e)),
-        };
-        let cols = Table::Steps.columns();
-        let stored: Vec<&str> = columns
-            .iter()
-            .filter(|&&i| i != 0)
-            .map(|&i| cols[i].name)
-            .collect();
-        let mut schema_fields: Vec<Field> = TableBuilder::new(Table::Steps, Some(columns))
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| (**f).clone())
-            .collect();
-        schema_fields.push(Field::new(name, DataType::Utf8, true));
-        let schema: SchemaRef = std::sync::Arc::new(Schema::new(schema_fields));
-        let mut out = Vec::new();
-        let scanned = reader.scan_steps_with_call_output(&stored, |b| -> Result<(), ScanError> {
-            let n = b.num_rows();
-            let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len() + 1);
-            let mut from_store = 0usize;
-            for &i in columns {
-                if i == 0 {
-                    arrays.push(std::sync::Arc::new(StringArray::from_iter_values(
-                        std::iter::repeat_n(s.source_path.as_str(), n),
-                    )));
-                } else {
-                    arrays.push(b.column(from_store).clone());
-                    from_store += 1;
-                }
-            }
-            arrays.push(b.column(b.num_columns() - 1).clone());
-            let batch = RecordBatch::try_new(schema.clone(), arrays)?;
-            out.push(post(batch)?);
-            Ok(())
-        });
-        match scanned {
-            Ok(()) => Ok(out),
-            Err(ScanError::Store(e)) => {
-                self.skip_or_fail(s, crate::catalog::read::store_failure(s, &e))
-            }
-            Err(ScanError::Sql(e)) => Err(e),
-        }
-    }
-
-    /// Read stored columns of a store table natively, adding `source_path`.
+    /// Read `scan` over one store: its stored columns at the pinned
+    /// versions, each batch to `post`, then to `emit` as it comes.
     pub(super) fn scan_store(
         &self,
         s: &Source,
-        table: Table,
-        columns: &[usize],
-        store_filter: Option<&str>,
+        scan: &DocumentScan<'_>,
         post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
-    ) -> Result<Vec<RecordBatch>, SqlError> {
+        emit: &mut dyn FnMut(RecordBatch) -> Result<(), SqlError>,
+    ) -> Result<(), SqlError> {
         let store = match crate::catalog::read::open_store(s) {
             Ok(st) => st,
             Err(f) => return self.skip_or_fail(s, f),
         };
-        let cols = table.columns();
-        let stored: Vec<&str> = columns
-            .iter()
-            .filter(|&&i| i != 0)
-            .map(|&i| cols[i].name)
-            .collect();
         let reader = match store.reader() {
             Ok(r) => r,
             Err(e) => return self.skip_or_fail(s, crate::catalog::read::store_failure(s, &e)),
         };
-        // A store's `trajectories` rows are its documents table: the same
-        // columns, with each time falling back to the steps' one.
-        let phys = if table == Table::Trajectories {
-            Table::Documents
-        } else {
-            table
+        let mut emitted = false;
+        let mut emit = |b: RecordBatch| -> Result<(), ScanError> {
+            emitted = true;
+            emit(b).map_err(ScanError::Sql)
         };
-        let fallback = |c: &str| match (phys, c) {
-            (Table::Documents, "started_at") => Some("first_step_at"),
-            (Table::Documents, "finished_at") => Some("last_step_at"),
-            _ => None,
+        let scanned = match scan.call_output {
+            Some(name) => scan_call_output(&reader, s, scan.columns, name, &mut |b| emit(post(b)?)),
+            None => scan_table(&reader, s, scan, &mut |b| emit(post(b)?)),
         };
-        let mut stored = stored;
-        for c in stored.clone() {
-            if let Some(f) = fallback(c) {
-                if !stored.contains(&f) {
-                    stored.push(f);
-                }
-            }
-        }
-        // Lance needs at least one column; read one when only source_path is asked for.
-        let read_cols: Vec<&str> = if stored.is_empty() {
-            // The first non-null integer column is the cheapest to decode.
-            let first_int = cols
-                .iter()
-                .skip(1)
-                .find(|c| !c.nullable && c.ty.arrow() == arrow::datatypes::DataType::Int64);
-            vec![first_int.map_or("document_id", |c| c.name)]
-        } else {
-            stored.clone()
-        };
-        let schema = TableBuilder::new(table, Some(columns)).schema();
-        let mut out = Vec::new();
-        // Batches are filtered as they arrive (Lance decodes the next ones
-        // meanwhile), so only rows that pass are kept.
-        let scanned = reader.scan_each_where(
-            phys,
-            &read_cols,
-            store_filter,
-            |b| -> Result<(), ScanError> {
-                let n = b.num_rows();
-                let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
-                let column = |name: &str| {
-                    b.column_by_name(name)
-                        .cloned()
-                        .ok_or_else(|| SqlError::Internal(format!("store column {name} missing")))
-                };
-                for &i in columns {
-                    if i == 0 {
-                        arrays.push(std::sync::Arc::new(StringArray::from_iter_values(
-                            std::iter::repeat_n(s.source_path.as_str(), n),
-                        )));
-                    } else if let Some(f) = fallback(cols[i].name) {
-                        arrays.push(coalesce_times(&column(cols[i].name)?, &column(f)?));
-                    } else {
-                        arrays.push(column(cols[i].name)?);
-                    }
-                }
-                let opts = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(n));
-                let batch = RecordBatch::try_new_with_options(schema.clone(), arrays, &opts)?;
-                out.push(post(batch)?);
-                Ok(())
-            },
-        );
         match scanned {
-            Ok(()) => Ok(out),
+            Ok(()) => Ok(()),
+            // Rows already given out cannot be taken back: a store that
+            // fails part way fails the query instead of being skipped.
+            Err(ScanError::Store(e)) if emitted => Err(e.into()),
             Err(ScanError::Store(e)) => {
                 self.skip_or_fail(s, crate::catalog::read::store_failure(s, &e))
             }
             Err(ScanError::Sql(e)) => Err(e),
         }
     }
+}
+
+/// Steps of a store with the text of their calls' results.
+fn scan_call_output(
+    reader: &crate::store::StoreReader,
+    s: &Source,
+    columns: &[usize],
+    name: &'static str,
+    each: &mut dyn FnMut(RecordBatch) -> Result<(), ScanError>,
+) -> Result<(), ScanError> {
+    let cols = Table::Steps.columns();
+    let stored: Vec<&str> = columns
+        .iter()
+        .filter(|&&i| i != 0)
+        .map(|&i| cols[i].name)
+        .collect();
+    let mut schema_fields: Vec<Field> = TableBuilder::new(Table::Steps, Some(columns))
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| (**f).clone())
+        .collect();
+    schema_fields.push(Field::new(name, DataType::Utf8, true));
+    let schema: SchemaRef = std::sync::Arc::new(Schema::new(schema_fields));
+    reader.scan_steps_with_call_output(&stored, |b| -> Result<(), ScanError> {
+        let n = b.num_rows();
+        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len() + 1);
+        let mut from_store = 0usize;
+        for &i in columns {
+            if i == 0 {
+                arrays.push(source_paths(s, n));
+            } else {
+                arrays.push(b.column(from_store).clone());
+                from_store += 1;
+            }
+        }
+        arrays.push(b.column(b.num_columns() - 1).clone());
+        each(RecordBatch::try_new(schema.clone(), arrays)?)
+    })
+}
+
+/// Stored columns of a store table, with `source_path` added.
+fn scan_table(
+    reader: &crate::store::StoreReader,
+    s: &Source,
+    scan: &DocumentScan<'_>,
+    each: &mut dyn FnMut(RecordBatch) -> Result<(), ScanError>,
+) -> Result<(), ScanError> {
+    let (table, columns) = (scan.table, scan.columns);
+    let cols = table.columns();
+    let mut stored: Vec<&str> = columns
+        .iter()
+        .filter(|&&i| i != 0)
+        .map(|&i| cols[i].name)
+        .collect();
+    // A store's `trajectories` rows are its documents table: the same
+    // columns, with each time falling back to the steps' one.
+    let phys = if table == Table::Trajectories {
+        Table::Documents
+    } else {
+        table
+    };
+    let fallback = |c: &str| match (phys, c) {
+        (Table::Documents, "started_at") => Some("first_step_at"),
+        (Table::Documents, "finished_at") => Some("last_step_at"),
+        _ => None,
+    };
+    for c in stored.clone() {
+        if let Some(f) = fallback(c) {
+            if !stored.contains(&f) {
+                stored.push(f);
+            }
+        }
+    }
+    // Lance needs at least one column; read one when only source_path is asked for.
+    if stored.is_empty() {
+        // The first non-null integer column is the cheapest to decode.
+        let first_int = cols
+            .iter()
+            .skip(1)
+            .find(|c| !c.nullable && c.ty.arrow() == arrow::datatypes::DataType::Int64);
+        stored.push(first_int.map_or("document_id", |c| c.name));
+    }
+    let schema = TableBuilder::new(table, Some(columns)).schema();
+    // Batches are filtered as they arrive (Lance decodes the next ones
+    // meanwhile), so only rows that pass are kept.
+    reader.scan_each_where(
+        phys,
+        &stored,
+        scan.store_filter,
+        |b| -> Result<(), ScanError> {
+            let n = b.num_rows();
+            let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
+            let column = |name: &str| {
+                b.column_by_name(name)
+                    .cloned()
+                    .ok_or_else(|| SqlError::Internal(format!("store column {name} missing")))
+            };
+            for &i in columns {
+                if i == 0 {
+                    arrays.push(source_paths(s, n));
+                } else if let Some(f) = fallback(cols[i].name) {
+                    arrays.push(coalesce_times(&column(cols[i].name)?, &column(f)?));
+                } else {
+                    arrays.push(column(cols[i].name)?);
+                }
+            }
+            let opts = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(n));
+            each(RecordBatch::try_new_with_options(
+                schema.clone(),
+                arrays,
+                &opts,
+            )?)
+        },
+    )
+}
+
+/// The `source_path` column of `n` rows of a store (one Source).
+fn source_paths(s: &Source, n: usize) -> ArrayRef {
+    std::sync::Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
+        s.source_path.as_str(),
+        n,
+    )))
 }
 
 /// Why a store scan stopped: a store that fails while read (a damaged

@@ -1,19 +1,17 @@
-//! Executing a logical plan: scans run in parallel inside the provider (with
-//! the scan filter applied in each worker); the other operators run over
-//! materialised inputs with Arrow kernels. Limits (timeout, memory budget)
-//! are checked between operators.
+//! Executing a logical plan: each node becomes a physical operator (see
+//! `ops`), the root is pulled until it is done. Scans run on threads of a
+//! scope that ends with the execution; IN-subqueries are run first and
+//! replaced by their values.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::thread::Scope;
 use std::time::Instant;
 
 use arrow::array::{ArrayRef, RecordBatch};
-use arrow::compute::filter_record_batch;
-use arrow::datatypes::SchemaRef;
-use arrow::record_batch::RecordBatchOptions;
 
-use super::expr::{eval, eval_predicate};
 use super::logical::{Expr, Plan};
+use super::ops::{BoxOp, Reservation};
 use super::{ops, DataLayer, Limits, SqlError};
 
 /// State shared by one execution.
@@ -54,7 +52,7 @@ impl<'a> ExecCtx<'a> {
         Ok(())
     }
 
-    fn check_memory(&self, bytes: usize, what: &'static str) -> Result<(), SqlError> {
+    pub(crate) fn check_memory(&self, bytes: usize, what: &'static str) -> Result<(), SqlError> {
         self.peak.fetch_max(bytes as u64, Ordering::Relaxed);
         if bytes as u64 > self.limits.memory_budget {
             return Err(SqlError::MemoryBudget {
@@ -66,14 +64,33 @@ impl<'a> ExecCtx<'a> {
     }
 }
 
-fn batches_size(b: &[RecordBatch]) -> usize {
-    b.iter().map(RecordBatch::get_array_memory_size).sum()
-}
-
-/// Run `plan`, returning its output batches.
+/// Run `plan`, returning its output batches (at least one).
 pub fn execute(plan: &Plan, ctx: &ExecCtx<'_>) -> Result<Vec<RecordBatch>, SqlError> {
     ctx.check_time()?;
-    let out = match plan {
+    let out = std::thread::scope(|scope| {
+        let mut root = build(plan, ctx, scope)?;
+        let mut out = Vec::new();
+        while let Some(b) = root.next()? {
+            ctx.check_time()?;
+            out.push(b);
+        }
+        Ok::<_, SqlError>(out)
+    })?;
+    if out.is_empty() {
+        return Ok(vec![RecordBatch::new_empty(plan.schema())]);
+    }
+    Ok(out)
+}
+
+/// The physical operator of each plan node.
+fn build<'s, 'env>(
+    plan: &'s Plan,
+    ctx: &'s ExecCtx<'s>,
+    scope: &'s Scope<'s, 'env>,
+) -> Result<BoxOp<'s>, SqlError> {
+    let child = |p: &'s Plan| build(p, ctx, scope);
+    let mem = |what| Reservation::new(ctx, what);
+    Ok(match plan {
         Plan::Scan {
             dataset,
             relation,
@@ -85,112 +102,76 @@ pub fn execute(plan: &Plan, ctx: &ExecCtx<'_>) -> Result<Vec<RecordBatch>, SqlEr
                 .as_ref()
                 .map(|f| materialise(f.clone(), ctx))
                 .transpose()?;
-            let post = |b: RecordBatch| -> Result<RecordBatch, SqlError> {
-                crate::util::stats::add(
-                    crate::util::stats::Counter::RowsScanned,
-                    b.num_rows() as u64,
-                );
-                match &filter {
-                    Some(f) => {
-                        let mask = eval_predicate(f, &b)?;
-                        Ok(filter_record_batch(&b, &mask)?)
-                    }
-                    None => Ok(b),
-                }
-            };
-            let limit_hint = None;
-            ctx.provider
-                .scan(dataset, relation, columns, &post, limit_hint, &|| {
-                    ctx.check_time()
-                })?
+            Box::new(ops::scan::ScanOp::start(
+                ctx,
+                scope,
+                ops::scan::ScanSpec {
+                    dataset,
+                    relation,
+                    columns,
+                    schema: plan.schema(),
+                    filter,
+                },
+            ))
         }
-        Plan::Values { schema, rows } => {
-            let mut cols: Vec<ArrayRef> = Vec::new();
-            for (c, f) in schema.fields().iter().enumerate() {
-                let parts: Vec<ArrayRef> = rows
-                    .iter()
-                    .map(|r| {
-                        let a = r[c].to_array(1);
-                        if a.data_type() == f.data_type() {
-                            Ok(a)
-                        } else {
-                            super::expr::cast_array(&a, f.data_type())
-                        }
-                    })
-                    .collect::<Result<_, SqlError>>()?;
-                let refs: Vec<&dyn arrow::array::Array> = parts.iter().map(AsRef::as_ref).collect();
-                cols.push(arrow::compute::concat(&refs)?);
-            }
-            let opts = RecordBatchOptions::new().with_row_count(Some(rows.len()));
-            vec![RecordBatch::try_new_with_options(
-                schema.clone(),
-                cols,
-                &opts,
-            )?]
-        }
-        Plan::Filter { input, predicate } => {
-            let predicate = materialise(predicate.clone(), ctx)?;
-            let inp = execute(input, ctx)?;
-            inp.iter()
-                .map(|b| {
-                    ctx.check_time()?;
-                    let mask = eval_predicate(&predicate, b)?;
-                    Ok(filter_record_batch(b, &mask)?)
-                })
-                .collect::<Result<Vec<_>, SqlError>>()?
-        }
+        Plan::Values { schema, rows } => Box::new(ops::values::ValuesOp::new(schema, rows)?),
+        Plan::Filter { input, predicate } => Box::new(ops::filter::FilterOp {
+            predicate: materialise(predicate.clone(), ctx)?,
+            input: child(input)?,
+        }),
         Plan::Project {
             input,
             exprs,
             schema,
-        } => {
-            let exprs = exprs
+        } => Box::new(ops::project::ProjectOp {
+            exprs: exprs
                 .iter()
                 .map(|e| materialise(e.clone(), ctx))
-                .collect::<Result<Vec<_>, _>>()?;
-            let inp = execute(input, ctx)?;
-            project(&inp, &exprs, schema, &|| ctx.check_time())?
-        }
+                .collect::<Result<Vec<_>, _>>()?,
+            input: child(input)?,
+            schema: schema.clone(),
+        }),
         Plan::Aggregate {
             input,
             group,
             aggs,
             schema,
-        } => {
-            let inp = execute(input, ctx)?;
-            ctx.check_time()?;
-            ops::aggregate::run(schema, &inp, group, aggs, &|bytes| {
-                ctx.check_memory(bytes, "aggregate")
-            })?
-        }
+        } => Box::new(ops::aggregate::AggregateOp::new(
+            child(input)?,
+            group.clone(),
+            aggs.clone(),
+            schema.clone(),
+            mem("aggregate"),
+        )),
         Plan::Window {
             input,
             calls,
             schema,
-        } => {
-            let inp = execute(input, ctx)?;
-            ctx.check_memory(batches_size(&inp), "window")?;
-            ops::window::run(&input.schema(), &inp, calls, schema)?
-        }
-        Plan::Sort { input, keys, fetch } => {
-            let inp = execute(input, ctx)?;
-            ctx.check_memory(batches_size(&inp), "sort")?;
-            ctx.check_time()?;
-            ops::sort::run(&input.schema(), &inp, keys, *fetch)?
-        }
+        } => Box::new(ops::window::WindowOp {
+            input_schema: input.schema(),
+            input: child(input)?,
+            calls: calls.clone(),
+            schema: schema.clone(),
+            mem: mem("window"),
+            done: false,
+        }),
+        Plan::Sort { input, keys, fetch } => Box::new(ops::sort::SortOp {
+            schema: input.schema(),
+            input: child(input)?,
+            keys: keys.clone(),
+            fetch: *fetch,
+            mem: mem("sort"),
+            done: false,
+        }),
         Plan::Limit {
             input,
             limit,
             offset,
-        } => {
-            let inp = execute(input, ctx)?;
-            limit_batches(inp, *offset, *limit)
-        }
-        Plan::Distinct { input } => {
-            let inp = execute(input, ctx)?;
-            ctx.check_memory(batches_size(&inp), "distinct")?;
-            ops::distinct::run(&input.schema(), &inp)?
-        }
+        } => Box::new(ops::limit::LimitOp::new(child(input)?, *offset, *limit)),
+        Plan::Distinct { input } => Box::new(ops::distinct::DistinctOp::new(
+            child(input)?,
+            mem("distinct"),
+        )),
         Plan::Join {
             left,
             right,
@@ -198,100 +179,27 @@ pub fn execute(plan: &Plan, ctx: &ExecCtx<'_>) -> Result<Vec<RecordBatch>, SqlEr
             on,
             filter,
             schema,
-        } => {
-            let l = execute(left, ctx)?;
-            let r = execute(right, ctx)?;
-            ctx.check_memory(batches_size(&r), "join build side")?;
-            let filter = filter
+        } => Box::new(ops::join::HashJoinOp {
+            // The build side first: its scan starts before the probe's.
+            right: child(right)?,
+            right_schema: right.schema(),
+            left: child(left)?,
+            kind: *kind,
+            on: on.clone(),
+            filter: filter
                 .as_ref()
                 .map(|f| materialise(f.clone(), ctx))
-                .transpose()?;
-            ops::join::run(
-                &left.schema(),
-                &l,
-                &right.schema(),
-                &r,
-                *kind,
-                on,
-                filter.as_ref(),
-                schema,
-                // Called per batch of output: also the time and
-                // cancellation check of a long join.
-                &|bytes| {
-                    ctx.check_time()?;
-                    ctx.check_memory(bytes, "join")
-                },
-            )?
-        }
-        Plan::Union { inputs, schema } => {
-            let mut out = Vec::new();
-            for i in inputs {
-                for b in execute(i, ctx)? {
-                    out.push(RecordBatch::try_new_with_options(
-                        schema.clone(),
-                        b.columns().to_vec(),
-                        &RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
-                    )?);
-                }
-            }
-            out
-        }
-    };
-    Ok(out)
-}
-
-/// Evaluate `exprs` over each batch; `check` runs before each (time and
-/// cancellation).
-fn project(
-    inp: &[RecordBatch],
-    exprs: &[Expr],
-    schema: &SchemaRef,
-    check: &dyn Fn() -> Result<(), SqlError>,
-) -> Result<Vec<RecordBatch>, SqlError> {
-    inp.iter()
-        .map(|b| {
-            check()?;
-            let cols = exprs
-                .iter()
-                .zip(schema.fields())
-                .map(|(e, f)| {
-                    let a = eval(e, b)?;
-                    if a.data_type() == f.data_type() {
-                        Ok(a)
-                    } else {
-                        super::expr::cast_array(&a, f.data_type())
-                    }
-                })
-                .collect::<Result<Vec<_>, SqlError>>()?;
-            let opts = RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
-            Ok(RecordBatch::try_new_with_options(
-                schema.clone(),
-                cols,
-                &opts,
-            )?)
-        })
-        .collect()
-}
-
-fn limit_batches(inp: Vec<RecordBatch>, offset: usize, limit: Option<usize>) -> Vec<RecordBatch> {
-    let mut skip = offset;
-    let mut left = limit.unwrap_or(usize::MAX);
-    let mut out = Vec::new();
-    for b in inp {
-        if left == 0 {
-            break;
-        }
-        let n = b.num_rows();
-        if skip >= n {
-            skip -= n;
-            continue;
-        }
-        let take = (n - skip).min(left);
-        out.push(b.slice(skip, take));
-        left -= take;
-        skip = 0;
-    }
-    out
+                .transpose()?,
+            schema: schema.clone(),
+            mem: mem("join build side"),
+            build: None,
+            probing: None,
+        }),
+        Plan::Union { inputs, schema } => Box::new(ops::union::UnionOp::new(
+            inputs.iter().map(child).collect::<Result<_, _>>()?,
+            schema.clone(),
+        )),
+    })
 }
 
 /// Replace IN-subqueries by their (executed) values.

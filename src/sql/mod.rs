@@ -3,8 +3,8 @@
 //!
 //! Pipeline: [`parse`] (allow-list: one read-only statement) → `bind`
 //! (names and types via a [`DataLayer`]) → [`optimize`] (scan filters,
-//! column pruning) → `exec` (operators in `ops`, shared evaluator in
-//! `expr`). Read-only by construction: the binder only builds read plans and
+//! column pruning) → `exec` (a pull-based operator per plan node in `ops`,
+//! shared evaluator in `expr`). Read-only by construction: the binder only builds read plans and
 //! the provider only exposes logical relations.
 //!
 //! May call `table` (relation schemas) and `util`; never `catalog` or `cli`
@@ -41,17 +41,19 @@ pub trait DataLayer: Sync {
     /// True for relations whose ids are Source-local (join check).
     fn is_entity(&self, relation: &str) -> bool;
     /// Read the given columns of a relation. `post` runs on every batch in
-    /// the worker that produced it (the scan filter); `check` is called
-    /// between batches and stops the scan when it errors (timeouts).
+    /// the worker that produced it (the scan filter); `emit` gets its
+    /// results on the calling thread as the scan goes, in a stable order,
+    /// and stops the scan when it errors; so does `check`, called between
+    /// batches (timeouts, a consumer gone).
     fn scan(
         &self,
         dataset: &str,
         relation: &str,
         columns: &[usize],
         post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
-        limit: Option<usize>,
+        emit: &mut dyn FnMut(RecordBatch) -> Result<(), SqlError>,
         check: &(dyn Fn() -> Result<(), SqlError> + Sync),
-    ) -> Result<Vec<RecordBatch>, SqlError>;
+    ) -> Result<(), SqlError>;
 }
 
 /// Bounds on one query.

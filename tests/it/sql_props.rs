@@ -92,11 +92,14 @@ impl DataLayer for Mem {
         relation: &str,
         columns: &[usize],
         post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
-        _limit: Option<usize>,
+        emit: &mut dyn FnMut(RecordBatch) -> Result<(), SqlError>,
         _check: &(dyn Fn() -> Result<(), SqlError> + Sync),
-    ) -> Result<Vec<RecordBatch>, SqlError> {
+    ) -> Result<(), SqlError> {
         let src = if relation == "t" { &self.t } else { &self.u };
-        src.iter().map(|b| post(b.project(columns)?)).collect()
+        for b in src {
+            emit(post(b.project(columns)?)?)?;
+        }
+        Ok(())
     }
 }
 

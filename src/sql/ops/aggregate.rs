@@ -17,6 +17,7 @@ use arrow::row::{RowConverter, SortField};
 use super::super::expr::eval;
 use super::super::logical::{AggCall, AggFunc, Expr};
 use super::super::SqlError;
+use super::{BoxOp, Operator, Reservation};
 
 /// A comparable, hashable cell (for DISTINCT and MIN/MAX of any type).
 #[derive(Debug, Clone, PartialEq, PartialOrd)]
@@ -52,6 +53,14 @@ fn val(a: &dyn Array, i: usize) -> Option<Val> {
         DataType::Boolean => Val::B(a.as_boolean().value(i)),
         _ => return None,
     })
+}
+
+/// Cell `i` of `a` against `b`, without copying a string cell.
+fn cmp_cell(a: &dyn Array, i: usize, b: &Val) -> Option<std::cmp::Ordering> {
+    match (a.data_type(), b) {
+        (DataType::Utf8, Val::S(s)) => Some(a.as_string::<i32>().value(i).cmp(s.as_str())),
+        _ => val(a, i)?.partial_cmp(b),
+    }
 }
 
 enum Acc {
@@ -173,22 +182,21 @@ impl Acc {
                 _ => {}
             },
             (Acc::MinMax { best, max }, Some(a)) => {
+                let want = if *max {
+                    std::cmp::Ordering::Greater
+                } else {
+                    std::cmp::Ordering::Less
+                };
                 for (i, &g) in groups.iter().enumerate() {
-                    let Some(v) = val(a.as_ref(), i) else {
+                    if a.is_null(i) {
                         continue;
-                    };
+                    }
                     let better = match &best[g] {
                         None => true,
-                        Some(b) => {
-                            if *max {
-                                v > *b
-                            } else {
-                                v < *b
-                            }
-                        }
+                        Some(b) => cmp_cell(a.as_ref(), i, b) == Some(want),
                     };
                     if better {
-                        best[g] = Some(v);
+                        best[g] = val(a.as_ref(), i);
                     }
                 }
             }
@@ -202,6 +210,17 @@ impl Acc {
             _ => return Err(SqlError::Internal("aggregate without its argument".into())),
         }
         Ok(())
+    }
+
+    /// A DISTINCT accumulator: add the values of `rows` of `a`.
+    fn update_rows(&mut self, groups: &[usize], a: &ArrayRef, rows: &[usize]) {
+        if let Acc::Distinct(sets) = self {
+            for &i in rows {
+                if let Some(v) = val(a.as_ref(), i) {
+                    sets[groups[i]].insert(v);
+                }
+            }
+        }
     }
 
     fn finish(self, call: &AggCall) -> Result<ArrayRef, SqlError> {
@@ -342,52 +361,126 @@ fn vals_to_array(v: Vec<Option<Val>>, ty: &DataType) -> ArrayRef {
     }
 }
 
-/// Group `batches` by `group` and compute `aggs`; output columns are the
-/// group keys then the aggregates.
-pub fn run(
-    schema: &SchemaRef,
-    batches: &[RecordBatch],
-    group: &[Expr],
-    aggs: &[AggCall],
-    budget: &dyn Fn(usize) -> Result<(), SqlError>,
-) -> Result<Vec<RecordBatch>, SqlError> {
-    let mut accs: Vec<Acc> = aggs.iter().map(Acc::new).collect();
-    let key_types: Vec<DataType> = group
-        .iter()
-        .map(Expr::data_type)
-        .map(|t| {
-            if t == DataType::Null {
-                DataType::Utf8
-            } else {
-                t
-            }
-        })
-        .collect();
-    let conv = RowConverter::new(
-        key_types
-            .iter()
-            .map(|t| SortField::new(t.clone()))
-            .collect(),
-    )?;
-    let mut index: HashMap<Box<[u8]>, usize> = HashMap::new();
-    let mut first_rows: Vec<Box<[u8]>> = Vec::new();
-    let mut n_groups = usize::from(group.is_empty());
-    for a in &mut accs {
-        a.resize(n_groups);
+/// GROUP BY over `input`: one batch of the groups once the input is read.
+pub struct AggregateOp<'s> {
+    input: BoxOp<'s>,
+    group: Vec<Expr>,
+    aggs: Vec<AggCall>,
+    schema: SchemaRef,
+    mem: Reservation<'s>,
+    done: bool,
+}
+
+impl<'s> AggregateOp<'s> {
+    /// Group `input` by `group` and compute `aggs`; output columns are the
+    /// group keys then the aggregates.
+    pub fn new(
+        input: BoxOp<'s>,
+        group: Vec<Expr>,
+        aggs: Vec<AggCall>,
+        schema: SchemaRef,
+        mem: Reservation<'s>,
+    ) -> Self {
+        AggregateOp {
+            input,
+            group,
+            aggs,
+            schema,
+            mem,
+            done: false,
+        }
     }
-    let mut gids: Vec<usize> = Vec::new();
-    for b in batches {
+}
+
+impl Operator for AggregateOp<'_> {
+    fn next(&mut self) -> Result<Option<RecordBatch>, SqlError> {
+        if self.done {
+            return Ok(None);
+        }
+        self.done = true;
+        let mut g = Grouper::new(&self.group, &self.aggs)?;
+        while let Some(b) = self.input.next()? {
+            g.push(&b, &self.group, &self.aggs)?;
+            self.mem.set(g.bytes(self.aggs.len()))?;
+        }
+        g.finish(&self.schema, &self.aggs).map(Some)
+    }
+}
+
+/// The groups seen so far and their accumulators.
+struct Grouper {
+    accs: Vec<Acc>,
+    key_types: Vec<DataType>,
+    conv: RowConverter,
+    index: HashMap<Box<[u8]>, usize>,
+    first_rows: Vec<Box<[u8]>>,
+    n_groups: usize,
+    key_bytes: usize,
+    gids: Vec<usize>,
+    /// `(group, DISTINCT argument)` pairs seen, per DISTINCT aggregate:
+    /// only a new pair is turned into a value.
+    seen: Vec<HashSet<Box<[u8]>>>,
+}
+
+impl Grouper {
+    fn new(group: &[Expr], aggs: &[AggCall]) -> Result<Self, SqlError> {
+        let key_types: Vec<DataType> = group
+            .iter()
+            .map(Expr::data_type)
+            .map(|t| {
+                if t == DataType::Null {
+                    DataType::Utf8
+                } else {
+                    t
+                }
+            })
+            .collect();
+        let conv = RowConverter::new(
+            key_types
+                .iter()
+                .map(|t| SortField::new(t.clone()))
+                .collect(),
+        )?;
+        let n_groups = usize::from(group.is_empty());
+        let mut accs: Vec<Acc> = aggs.iter().map(Acc::new).collect();
+        for a in &mut accs {
+            a.resize(n_groups);
+        }
+        Ok(Grouper {
+            accs,
+            key_types,
+            conv,
+            index: HashMap::new(),
+            first_rows: Vec::new(),
+            n_groups,
+            key_bytes: 0,
+            gids: Vec::new(),
+            seen: aggs.iter().map(|_| HashSet::new()).collect(),
+        })
+    }
+
+    /// An estimate of the bytes held.
+    fn bytes(&self, aggs: usize) -> usize {
+        let distinct: usize = self
+            .seen
+            .iter()
+            .map(|s| s.len() * 48 + s.iter().map(|k| k.len()).sum::<usize>())
+            .sum();
+        self.n_groups * (64 + 16 * aggs) + 2 * self.key_bytes + 2 * distinct
+    }
+
+    fn push(&mut self, b: &RecordBatch, group: &[Expr], aggs: &[AggCall]) -> Result<(), SqlError> {
         let rows_n = b.num_rows();
         if rows_n == 0 {
-            continue;
+            return Ok(());
         }
-        gids.clear();
+        self.gids.clear();
         if group.is_empty() {
-            gids.resize(rows_n, 0);
+            self.gids.resize(rows_n, 0);
         } else {
             let keys = group
                 .iter()
-                .zip(&key_types)
+                .zip(&self.key_types)
                 .map(|(g, t)| {
                     let a = eval(g, b)?;
                     if a.data_type() == t {
@@ -397,57 +490,92 @@ pub fn run(
                     }
                 })
                 .collect::<Result<Vec<_>, SqlError>>()?;
-            let rows = conv.convert_columns(&keys)?;
+            let rows = self.conv.convert_columns(&keys)?;
             for i in 0..rows_n {
                 let r = rows.row(i);
                 let bytes: &[u8] = r.as_ref();
-                let id = if let Some(&g) = index.get(bytes) {
+                let id = if let Some(&g) = self.index.get(bytes) {
                     g
                 } else {
-                    let g = n_groups;
-                    n_groups += 1;
-                    index.insert(bytes.into(), g);
-                    first_rows.push(bytes.into());
+                    let g = self.n_groups;
+                    self.n_groups += 1;
+                    self.index.insert(bytes.into(), g);
+                    self.first_rows.push(bytes.into());
+                    self.key_bytes += bytes.len();
                     g
                 };
-                gids.push(id);
+                self.gids.push(id);
             }
-            for a in &mut accs {
-                a.resize(n_groups);
+            for a in &mut self.accs {
+                a.resize(self.n_groups);
             }
-            budget(n_groups * (64 + 16 * aggs.len()))?;
         }
-        for (acc, call) in accs.iter_mut().zip(aggs) {
+        for ((acc, call), seen) in self.accs.iter_mut().zip(aggs).zip(&mut self.seen) {
             let arg = call.arg.as_ref().map(|e| eval(e, b)).transpose()?;
-            acc.update(&gids, arg.as_ref())?;
+            if let (Acc::Distinct(_), Some(a)) = (&acc, &arg) {
+                let fresh = first_seen(seen, &self.gids, a)?;
+                acc.update_rows(&self.gids, a, &fresh);
+                continue;
+            }
+            acc.update(&self.gids, arg.as_ref())?;
+        }
+        Ok(())
+    }
+
+    fn finish(self, schema: &SchemaRef, aggs: &[AggCall]) -> Result<RecordBatch, SqlError> {
+        let mut cols: Vec<ArrayRef> = if self.key_types.is_empty() {
+            Vec::new()
+        } else {
+            let parser = self.conv.parser();
+            let rows = self.first_rows.iter().map(|r| parser.parse(r));
+            self.conv.convert_rows(rows)?
+        };
+        for (acc, call) in self.accs.into_iter().zip(aggs) {
+            cols.push(acc.finish(call)?);
+        }
+        // Group key casts for NULL-typed keys.
+        let cols = cols
+            .into_iter()
+            .zip(schema.fields())
+            .map(|(c, f)| {
+                if c.data_type() == f.data_type() {
+                    Ok(c)
+                } else {
+                    super::super::expr::cast_array(&c, f.data_type())
+                }
+            })
+            .collect::<Result<Vec<_>, SqlError>>()?;
+        let options =
+            arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(self.n_groups));
+        Ok(RecordBatch::try_new_with_options(
+            schema.clone(),
+            cols,
+            &options,
+        )?)
+    }
+}
+
+/// The rows of `arg` whose `(group, value)` pair is not in `seen` yet
+/// (adding them); NULLs never are.
+fn first_seen(
+    seen: &mut HashSet<Box<[u8]>>,
+    gids: &[usize],
+    arg: &ArrayRef,
+) -> Result<Vec<usize>, SqlError> {
+    let (_, rows) = super::encode_rows(std::slice::from_ref(arg))?;
+    let mut key: Vec<u8> = Vec::new();
+    let mut fresh = Vec::new();
+    for (i, &g) in gids.iter().enumerate() {
+        if arg.is_null(i) {
+            continue;
+        }
+        key.clear();
+        key.extend_from_slice(&(g as u64).to_le_bytes());
+        key.extend_from_slice(rows.row(i).as_ref());
+        if !seen.contains(key.as_slice()) {
+            seen.insert(key.as_slice().into());
+            fresh.push(i);
         }
     }
-    let mut cols: Vec<ArrayRef> = if group.is_empty() {
-        Vec::new()
-    } else {
-        let parser = conv.parser();
-        let rows = first_rows.iter().map(|r| parser.parse(r));
-        conv.convert_rows(rows)?
-    };
-    for (acc, call) in accs.into_iter().zip(aggs) {
-        cols.push(acc.finish(call)?);
-    }
-    // Group key casts for NULL-typed keys.
-    let cols = cols
-        .into_iter()
-        .zip(schema.fields())
-        .map(|(c, f)| {
-            if c.data_type() == f.data_type() {
-                Ok(c)
-            } else {
-                super::super::expr::cast_array(&c, f.data_type())
-            }
-        })
-        .collect::<Result<Vec<_>, SqlError>>()?;
-    let options = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(n_groups));
-    Ok(vec![RecordBatch::try_new_with_options(
-        schema.clone(),
-        cols,
-        &options,
-    )?])
+    Ok(fresh)
 }

@@ -13,26 +13,40 @@ use super::super::expr::eval;
 use super::super::logical::{AggFunc, Expr, WinFunc, WindowCall};
 use super::super::value::Scalar;
 use super::super::SqlError;
+use super::{BoxOp, Operator, Reservation};
 
-/// Append one column per window call to the input rows.
-pub fn run(
-    input_schema: &SchemaRef,
-    batches: &[RecordBatch],
-    calls: &[WindowCall],
-    schema: &SchemaRef,
-) -> Result<Vec<RecordBatch>, SqlError> {
-    let all = super::concat(input_schema, batches)?;
-    let mut cols: Vec<ArrayRef> = all.columns().to_vec();
-    for c in calls {
-        cols.push(one(&all, c)?);
+/// Window functions over `input`: the whole input is held (a partition
+/// may span it), then one column per call is appended.
+pub struct WindowOp<'s> {
+    pub input: BoxOp<'s>,
+    pub input_schema: SchemaRef,
+    pub calls: Vec<WindowCall>,
+    pub schema: SchemaRef,
+    pub mem: Reservation<'s>,
+    pub done: bool,
+}
+
+impl Operator for WindowOp<'_> {
+    fn next(&mut self) -> Result<Option<RecordBatch>, SqlError> {
+        if self.done {
+            return Ok(None);
+        }
+        self.done = true;
+        let batches = super::drain(&mut self.input, &mut self.mem)?;
+        let all = super::concat(&self.input_schema, &batches)?;
+        drop(batches);
+        let mut cols: Vec<ArrayRef> = all.columns().to_vec();
+        for c in &self.calls {
+            cols.push(one(&all, c)?);
+        }
+        let options =
+            arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(all.num_rows()));
+        Ok(Some(RecordBatch::try_new_with_options(
+            self.schema.clone(),
+            cols,
+            &options,
+        )?))
     }
-    let options =
-        arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(all.num_rows()));
-    Ok(vec![RecordBatch::try_new_with_options(
-        schema.clone(),
-        cols,
-        &options,
-    )?])
 }
 
 fn one(all: &RecordBatch, call: &WindowCall) -> Result<ArrayRef, SqlError> {

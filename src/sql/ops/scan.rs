@@ -1,0 +1,137 @@
+//! Scan: the data layer reads a relation on a thread of its own (decoding
+//! Sources in parallel inside), applies the scan filter in the worker that
+//! decoded each batch, and hands batches over a short queue, gathered into
+//! batches of about [`BATCH_ROWS`] rows. The queue's bound is what keeps a
+//! scan from running ahead of its consumer; dropping the operator stops the
+//! scan at its next batch.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+use std::thread::Scope;
+
+use arrow::compute::{filter_record_batch, BatchCoalescer};
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+
+use super::super::exec::ExecCtx;
+use super::super::expr::eval_predicate;
+use super::super::logical::Expr;
+use super::super::SqlError;
+use super::Operator;
+
+/// Rows per batch handed on by a scan.
+pub const BATCH_ROWS: usize = 8192;
+
+/// Batches a scan may have decoded ahead of its consumer.
+const QUEUE: usize = 4;
+
+/// A running scan.
+pub struct ScanOp {
+    rx: Receiver<Result<RecordBatch, SqlError>>,
+    /// Set when the consumer goes away, so a scan whose filter keeps
+    /// nothing (and so sends nothing) stops too.
+    stop: Arc<AtomicBool>,
+}
+
+/// What one scan reads.
+pub struct ScanSpec<'s> {
+    pub dataset: &'s str,
+    pub relation: &'s str,
+    pub columns: &'s [usize],
+    /// Output schema (the columns read).
+    pub schema: SchemaRef,
+    /// Predicate applied while scanning.
+    pub filter: Option<Expr>,
+}
+
+impl ScanOp {
+    /// Start reading `spec` on a thread of `scope`.
+    pub fn start<'s, 'env>(
+        ctx: &'s ExecCtx<'s>,
+        scope: &'s Scope<'s, 'env>,
+        spec: ScanSpec<'s>,
+    ) -> ScanOp {
+        let (tx, rx) = sync_channel(QUEUE);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        scope.spawn(move || {
+            let filter = spec.filter;
+            let post = |b: RecordBatch| -> Result<RecordBatch, SqlError> {
+                crate::util::stats::add(
+                    crate::util::stats::Counter::RowsScanned,
+                    b.num_rows() as u64,
+                );
+                match &filter {
+                    Some(f) => {
+                        let mask = eval_predicate(f, &b)?;
+                        Ok(filter_record_batch(&b, &mask)?)
+                    }
+                    None => Ok(b),
+                }
+            };
+            let mut gather = BatchCoalescer::new(spec.schema.clone(), BATCH_ROWS);
+            let send = |b: RecordBatch| {
+                tx.send(Ok(b))
+                    .map_err(|_| SqlError::Internal("scan consumer gone".into()))
+            };
+            let check = || {
+                if stopped.load(Ordering::Relaxed) {
+                    return Err(SqlError::Internal("scan consumer gone".into()));
+                }
+                ctx.check_time()
+            };
+            let read = ctx.provider.scan(
+                spec.dataset,
+                spec.relation,
+                spec.columns,
+                &post,
+                &mut |b| {
+                    if b.num_rows() >= BATCH_ROWS {
+                        // Large enough: no copy, after what came before.
+                        gather.finish_buffered_batch()?;
+                        while let Some(done) = gather.next_completed_batch() {
+                            send(done)?;
+                        }
+                        return send(b);
+                    }
+                    gather.push_batch(b)?;
+                    while let Some(done) = gather.next_completed_batch() {
+                        send(done)?;
+                    }
+                    Ok(())
+                },
+                &check,
+            );
+            let end = read.and_then(|()| {
+                gather.finish_buffered_batch()?;
+                while let Some(done) = gather.next_completed_batch() {
+                    send(done)?;
+                }
+                Ok(())
+            });
+            if let Err(e) = end {
+                // Nobody listens when the consumer stopped the scan.
+                let _ = tx.send(Err(e));
+            }
+        });
+        ScanOp { rx, stop }
+    }
+}
+
+impl Operator for ScanOp {
+    fn next(&mut self) -> Result<Option<RecordBatch>, SqlError> {
+        match self.rx.recv() {
+            Ok(Ok(b)) => Ok(Some(b)),
+            Ok(Err(e)) => Err(e),
+            // The scan thread ended without error.
+            Err(_) => Ok(None),
+        }
+    }
+}
+
+impl Drop for ScanOp {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
