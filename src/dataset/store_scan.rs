@@ -74,13 +74,14 @@ fn scan_call_output(
         .collect();
     schema_fields.push(Field::new(name, DataType::Utf8, true));
     let schema: SchemaRef = std::sync::Arc::new(Schema::new(schema_fields));
+    let mut paths = SourcePaths::new(&s.source_path);
     reader.scan_steps_with_call_output(&stored, |b| -> Result<(), ScanError> {
         let n = b.num_rows();
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len() + 1);
         let mut from_store = 0usize;
         for &i in columns {
             if i == 0 {
-                arrays.push(source_paths(s, n));
+                arrays.push(paths.get(n));
             } else {
                 arrays.push(b.column(from_store).clone());
                 from_store += 1;
@@ -134,6 +135,7 @@ fn scan_table(
         stored.push(first_int.map_or("document_id", |c| c.name));
     }
     let schema = TableBuilder::new(table, Some(columns)).schema();
+    let mut paths = SourcePaths::new(&s.source_path);
     // Batches are filtered as they arrive (Lance decodes the next ones
     // meanwhile), so only rows that pass are kept.
     reader.scan_each_where(
@@ -150,7 +152,7 @@ fn scan_table(
             };
             for &i in columns {
                 if i == 0 {
-                    arrays.push(source_paths(s, n));
+                    arrays.push(paths.get(n));
                 } else if let Some(f) = fallback(cols[i].name) {
                     arrays.push(coalesce_times(&column(cols[i].name)?, &column(f)?));
                 } else {
@@ -167,12 +169,30 @@ fn scan_table(
     )
 }
 
-/// The `source_path` column of `n` rows of a store (one Source).
-fn source_paths(s: &Source, n: usize) -> ArrayRef {
-    std::sync::Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
-        s.source_path.as_str(),
-        n,
-    )))
+/// The `source_path` column of a store's batches: one value on every row,
+/// built once per scan and sliced for each batch instead of written out
+/// again for every row.
+struct SourcePaths<'a> {
+    path: &'a str,
+    column: Option<ArrayRef>,
+}
+
+impl<'a> SourcePaths<'a> {
+    fn new(path: &'a str) -> Self {
+        SourcePaths { path, column: None }
+    }
+
+    /// The column for a batch of `n` rows.
+    fn get(&mut self, n: usize) -> ArrayRef {
+        let fits = self.column.as_ref().is_some_and(|c| c.len() >= n);
+        if !fits {
+            let rows = n.max(crate::dataset::BATCH_ROWS);
+            self.column = Some(std::sync::Arc::new(StringArray::from_iter_values(
+                std::iter::repeat_n(self.path, rows),
+            )));
+        }
+        self.column.as_ref().expect("set above").slice(0, n)
+    }
 }
 
 /// Why a store scan stopped: a store that fails while read (a damaged

@@ -20,6 +20,8 @@ pub struct ExecCtx<'a> {
     pub(crate) limits: Limits,
     pub(crate) started: Instant,
     pub(crate) peak: AtomicU64,
+    /// Per-operator statistics, for EXPLAIN ANALYZE.
+    pub(crate) profile: Option<super::explain::Profile>,
 }
 
 impl<'a> ExecCtx<'a> {
@@ -30,6 +32,7 @@ impl<'a> ExecCtx<'a> {
             limits,
             started: Instant::now(),
             peak: AtomicU64::new(0),
+            profile: None,
         }
     }
 
@@ -89,8 +92,9 @@ fn build<'s, 'env>(
     scope: &'s Scope<'s, 'env>,
 ) -> Result<BoxOp<'s>, SqlError> {
     let child = |p: &'s Plan| build(p, ctx, scope);
-    let mem = |what| Reservation::new(ctx, what);
-    Ok(match plan {
+    let stats = ctx.profile.as_ref().map(|p| p.node(plan));
+    let mem = |what| Reservation::new(ctx, what, stats.clone());
+    let op: BoxOp<'s> = match plan {
         Plan::Scan {
             dataset,
             relation,
@@ -199,6 +203,10 @@ fn build<'s, 'env>(
             inputs.iter().map(child).collect::<Result<_, _>>()?,
             schema.clone(),
         )),
+    };
+    Ok(match stats {
+        Some(stats) => Box::new(super::explain::Measured { inner: op, stats }),
+        None => op,
     })
 }
 

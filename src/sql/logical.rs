@@ -762,7 +762,7 @@ impl Plan {
         }
     }
 
-    fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         let list = |v: &[Expr]| {
             v.iter()
                 .map(ToString::to_string)

@@ -11,8 +11,10 @@
 //! (they implement [`DataLayer`]).
 
 mod bind;
+mod build_side;
 mod error;
 mod exec;
+pub mod explain;
 mod expr;
 pub mod functions;
 pub mod logical;
@@ -85,6 +87,9 @@ pub enum Statement {
     Query(Plan),
     /// `EXPLAIN`: the plan to print.
     Explain(Plan),
+    /// `EXPLAIN ANALYZE`: the plan to run, then print with what each
+    /// operator did ([`explain::analyze`]).
+    ExplainAnalyze(Plan),
     /// `DESCRIBE`: (mount, relation, schema).
     Describe(String, String, SchemaRef),
 }
@@ -105,6 +110,15 @@ pub fn plan(text: &str, provider: &dyn DataLayer) -> Result<Statement, SqlError>
             };
             let mut b = bind::Binder::new(provider, &stmt);
             Ok(Statement::Explain(optimize::optimize(b.bind_query(q)?)))
+        }
+        parse::Parsed::ExplainAnalyze(stmt) => {
+            let sqlparser::ast::Statement::Query(q) = &stmt else {
+                unreachable!("parse returns queries")
+            };
+            let mut b = bind::Binder::new(provider, &stmt);
+            Ok(Statement::ExplainAnalyze(optimize::optimize(
+                b.bind_query(q)?,
+            )))
         }
         parse::Parsed::Describe(parts) => {
             let datasets = provider.datasets();

@@ -1,6 +1,7 @@
 //! Plan rewrites before execution: filters directly above a scan move into
-//! the scan (evaluated while reading), and every scan reads only the columns
-//! some ancestor uses.
+//! the scan (evaluated while reading), every scan reads only the columns
+//! some ancestor uses, and each hash join builds on its smaller-looking
+//! input (`build_side`).
 
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ pub fn optimize(plan: Plan) -> Plan {
     let plan = push_filters(plan);
     let n = plan.schema().fields().len();
     let all: Vec<usize> = (0..n).collect();
-    prune(plan, &all).0
+    super::build_side::choose(prune(plan, &all).0)
 }
 
 fn push_filters(plan: Plan) -> Plan {
@@ -143,7 +144,7 @@ fn push_filters(plan: Plan) -> Plan {
 }
 
 /// Rebuild `plan` with `f` applied to its inputs first, then `g` to itself.
-fn map_inputs(plan: Plan, f: &dyn Fn(Plan) -> Plan, g: impl Fn(Plan) -> Plan) -> Plan {
+pub(super) fn map_inputs(plan: Plan, f: &dyn Fn(Plan) -> Plan, g: impl Fn(Plan) -> Plan) -> Plan {
     let plan = match plan {
         Plan::Filter { input, predicate } => Plan::Filter {
             input: Box::new(f(*input)),

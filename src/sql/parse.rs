@@ -14,6 +14,8 @@ pub enum Parsed {
     Query(sql::Statement),
     /// `EXPLAIN <query>`.
     Explain(sql::Statement),
+    /// `EXPLAIN ANALYZE` of a query.
+    ExplainAnalyze(sql::Statement),
     /// `DESCRIBE <relation>`.
     Describe(Vec<String>),
 }
@@ -58,15 +60,11 @@ pub fn parse(text: &str) -> Result<Parsed, SqlError> {
         sql::Statement::Query(_) => Ok(Parsed::Query(stmt)),
         sql::Statement::Explain {
             statement, analyze, ..
-        } => {
-            if analyze {
-                return Err(SqlError::unsupported("EXPLAIN ANALYZE"));
-            }
-            match *statement {
-                s @ sql::Statement::Query(_) => Ok(Parsed::Explain(s)),
-                other => Err(refused(&other)),
-            }
-        }
+        } => match *statement {
+            s @ sql::Statement::Query(_) if analyze => Ok(Parsed::ExplainAnalyze(s)),
+            s @ sql::Statement::Query(_) => Ok(Parsed::Explain(s)),
+            other => Err(refused(&other)),
+        },
         sql::Statement::ExplainTable { table_name, .. } => Ok(Parsed::Describe(
             table_name
                 .0

@@ -4,6 +4,7 @@
 pub mod config;
 pub mod failpoint;
 pub mod fs;
+pub mod hash;
 pub mod interrupt;
 pub mod jsonpath;
 pub mod lru;

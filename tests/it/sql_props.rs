@@ -328,3 +328,63 @@ fn explain_shows_pushdown_and_pruning() {
         explain("SELECT id, rank() OVER (PARTITION BY g ORDER BY v) FROM (SELECT * FROM t WHERE k IN (1, 2)) s")
     );
 }
+
+#[test]
+fn explain_shows_the_physical_operators() {
+    let t: Vec<TRow> = vec![(0, Some(1), Some("a".into()), Some(0.5))];
+    let p = Mem::new(&t, &[(Some(1), "x".into())], 1);
+    let explain = |q: &str| match sql::plan(&format!("EXPLAIN {q}"), &p).unwrap() {
+        Statement::Explain(plan) => sql::explain::physical(&plan),
+        _ => panic!("not an explain"),
+    };
+    insta::assert_snapshot!(
+        "physical_top_n_and_join",
+        explain(
+            "SELECT t.g, count(DISTINCT u.w) FROM t JOIN u ON t.k = u.k WHERE t.v > 0.5 \
+             GROUP BY t.g ORDER BY 2 DESC LIMIT 3"
+        )
+    );
+    insta::assert_snapshot!(
+        "physical_distinct_union_window",
+        explain(
+            "SELECT DISTINCT g FROM (SELECT g FROM t UNION ALL SELECT w FROM u) s LIMIT 2 OFFSET 1"
+        )
+    );
+}
+
+/// EXPLAIN ANALYZE runs the query: rows and batches per operator are exact
+/// (times are not, so they are masked).
+#[test]
+fn explain_analyze_counts_rows_per_operator() {
+    let t: Vec<TRow> = (0..40)
+        .map(|i| {
+            (
+                i,
+                Some(i % 4),
+                Some(format!("g{}", i % 3)),
+                Some(i as f64 / 10.0),
+            )
+        })
+        .collect();
+    let p = Mem::new(&t, &[(Some(1), "x".into()), (Some(2), "y".into())], 4);
+    let q = "EXPLAIN ANALYZE SELECT t.g, count(*) FROM t JOIN u ON t.k = u.k \
+             WHERE t.v > 0.5 GROUP BY t.g ORDER BY 2 DESC, 1 LIMIT 2";
+    let Statement::ExplainAnalyze(plan) = sql::plan(q, &p).unwrap() else {
+        panic!("not EXPLAIN ANALYZE")
+    };
+    let text = sql::explain::analyze(&plan, &p, Limits::default()).unwrap();
+    let masked = regex::Regex::new(r"[0-9.]+ms")
+        .unwrap()
+        .replace_all(&text, "Tms");
+    let masked = regex::Regex::new(r"memory([= ])\d+KiB")
+        .unwrap()
+        .replace_all(&masked, "memory${1}M");
+    insta::assert_snapshot!("analyze_counts", masked);
+    // Too small a budget fails while the state grows.
+    let tight = Limits {
+        memory_budget: 64,
+        ..Limits::default()
+    };
+    let e = sql::explain::analyze(&plan, &p, tight).unwrap_err();
+    assert_eq!(e.code(), "PC-SQL-017", "{e}");
+}

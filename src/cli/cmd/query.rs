@@ -31,23 +31,32 @@ pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
         }
     }
     let statement = sql::plan(&q.sql, mounts.as_ref())?;
-    if let (Statement::Explain(plan), QueryFormat::Table) = (&statement, q.format) {
-        let text = plan.to_string();
+    let limits = Limits {
+        timeout: Some(q.timeout),
+        memory_budget: q.memory_budget,
+        cancel: None,
+    };
+    // EXPLAIN prints the physical plan; EXPLAIN ANALYZE runs it first.
+    let explained = match &statement {
+        Statement::Explain(plan) => Some(sql::explain::physical(plan)),
+        Statement::ExplainAnalyze(plan) => Some(sql::explain::analyze(
+            plan,
+            mounts.as_ref(),
+            limits.clone(),
+        )?),
+        _ => None,
+    };
+    if let (Some(text), QueryFormat::Table) = (&explained, q.format) {
         match &q.output {
-            None => out.write_text(&text)?,
+            None => out.write_text(text)?,
             Some(path) => write_new_file(path, text.as_bytes())?,
         }
         return Ok(ExitStatus::Success);
     }
-    let (schema, batches) = match statement {
-        Statement::Describe(_, rel, _) => crate::dataset::describe_batches(&rel),
-        Statement::Explain(plan) => crate::dataset::explain_batches(&plan),
-        Statement::Query(plan) => {
-            let limits = Limits {
-                timeout: Some(q.timeout),
-                memory_budget: q.memory_budget,
-                cancel: None,
-            };
+    let (schema, batches) = match (statement, explained) {
+        (_, Some(text)) => crate::dataset::explain_batches(&text),
+        (Statement::Describe(_, rel, _), None) => crate::dataset::describe_batches(&rel),
+        (Statement::Query(plan), None) => {
             let r = execute_within(
                 plan,
                 &mounts,
@@ -55,6 +64,9 @@ pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
                 q.timeout.saturating_sub(started.elapsed()),
             )?;
             (r.schema, r.batches)
+        }
+        (Statement::Explain(_) | Statement::ExplainAnalyze(_), None) => {
+            unreachable!("explained above")
         }
     };
     for (code, msg) in mounts.take_warnings() {

@@ -3,7 +3,9 @@
 //! Group keys are row-encoded and hashed; each aggregate keeps one
 //! accumulator slot per group, updated batch by batch.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+
+use crate::util::hash::{FastMap, FastSet};
 use std::sync::Arc;
 
 use arrow::array::{
@@ -412,14 +414,14 @@ struct Grouper {
     accs: Vec<Acc>,
     key_types: Vec<DataType>,
     conv: RowConverter,
-    index: HashMap<Box<[u8]>, usize>,
+    index: FastMap<Box<[u8]>, usize>,
     first_rows: Vec<Box<[u8]>>,
     n_groups: usize,
     key_bytes: usize,
     gids: Vec<usize>,
     /// `(group, DISTINCT argument)` pairs seen, per DISTINCT aggregate:
     /// only a new pair is turned into a value.
-    seen: Vec<HashSet<Box<[u8]>>>,
+    seen: Vec<FastSet<Box<[u8]>>>,
 }
 
 impl Grouper {
@@ -450,12 +452,12 @@ impl Grouper {
             accs,
             key_types,
             conv,
-            index: HashMap::new(),
+            index: FastMap::default(),
             first_rows: Vec::new(),
             n_groups,
             key_bytes: 0,
             gids: Vec::new(),
-            seen: aggs.iter().map(|_| HashSet::new()).collect(),
+            seen: aggs.iter().map(|_| FastSet::default()).collect(),
         })
     }
 
@@ -558,7 +560,7 @@ impl Grouper {
 /// The rows of `arg` whose `(group, value)` pair is not in `seen` yet
 /// (adding them); NULLs never are.
 fn first_seen(
-    seen: &mut HashSet<Box<[u8]>>,
+    seen: &mut FastSet<Box<[u8]>>,
     gids: &[usize],
     arg: &ArrayRef,
 ) -> Result<Vec<usize>, SqlError> {

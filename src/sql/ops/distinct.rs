@@ -1,7 +1,7 @@
 //! SELECT DISTINCT: pass on the first row of each distinct value tuple as
 //! batches come; the tuples seen are the state.
 
-use std::collections::HashSet;
+use crate::util::hash::FastSet;
 
 use arrow::array::UInt32Array;
 use arrow::compute::take_record_batch;
@@ -15,7 +15,7 @@ use super::{BoxOp, Operator, Reservation};
 pub struct DistinctOp<'s> {
     input: BoxOp<'s>,
     conv: Option<RowConverter>,
-    seen: HashSet<Box<[u8]>>,
+    seen: FastSet<Box<[u8]>>,
     mem: Reservation<'s>,
     bytes: usize,
     /// A relation without columns has one distinct row at most.
@@ -28,7 +28,7 @@ impl<'s> DistinctOp<'s> {
         DistinctOp {
             input,
             conv: None,
-            seen: HashSet::new(),
+            seen: FastSet::default(),
             mem,
             bytes: 0,
             gave_empty_row: false,

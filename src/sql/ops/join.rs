@@ -4,7 +4,7 @@
 //! left rows at a time so that no output batch holds much more than
 //! [`BATCH_ROWS`] rows, however many matches a key has.
 
-use std::collections::HashMap;
+use crate::util::hash::FastMap;
 
 use arrow::array::{ArrayRef, UInt32Array};
 use arrow::compute::take;
@@ -37,7 +37,7 @@ pub struct Build {
     rows: RecordBatch,
     keys: Vec<ArrayRef>,
     /// Key bytes → right row indexes (rows with a NULL key never match).
-    table: HashMap<Box<[u8]>, Vec<u32>>,
+    table: FastMap<Box<[u8]>, Vec<u32>>,
     conv: Option<RowConverter>,
 }
 
@@ -87,7 +87,7 @@ fn build(
     on: &[(Expr, Expr)],
 ) -> Result<Build, SqlError> {
     let r = super::concat(schema, right)?;
-    let mut table: HashMap<Box<[u8]>, Vec<u32>> = HashMap::new();
+    let mut table: FastMap<Box<[u8]>, Vec<u32>> = FastMap::default();
     let keys = on
         .iter()
         .map(|(_, re)| eval(re, &r))

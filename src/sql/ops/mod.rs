@@ -51,15 +51,22 @@ pub struct Reservation<'s> {
     pub(super) ctx: &'s ExecCtx<'s>,
     what: &'static str,
     bytes: usize,
+    /// Where EXPLAIN ANALYZE reads the most held.
+    stats: Option<std::sync::Arc<crate::sql::explain::OpStats>>,
 }
 
 impl<'s> Reservation<'s> {
     /// Nothing held yet by operator `what`.
-    pub fn new(ctx: &'s ExecCtx<'s>, what: &'static str) -> Self {
+    pub fn new(
+        ctx: &'s ExecCtx<'s>,
+        what: &'static str,
+        stats: Option<std::sync::Arc<crate::sql::explain::OpStats>>,
+    ) -> Self {
         Reservation {
             ctx,
             what,
             bytes: 0,
+            stats,
         }
     }
 
@@ -74,6 +81,10 @@ impl<'s> Reservation<'s> {
         self.ctx.check_time()?;
         self.ctx.check_memory(n, self.what)?;
         self.bytes = n;
+        if let Some(s) = &self.stats {
+            s.peak
+                .fetch_max(n as u64, std::sync::atomic::Ordering::Relaxed);
+        }
         Ok(())
     }
 }

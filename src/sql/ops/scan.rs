@@ -24,7 +24,7 @@ use super::Operator;
 pub const BATCH_ROWS: usize = 8192;
 
 /// Batches a scan may have decoded ahead of its consumer.
-const QUEUE: usize = 4;
+const QUEUE: usize = 2;
 
 /// A running scan.
 pub struct ScanOp {
@@ -70,7 +70,7 @@ impl ScanOp {
                     None => Ok(b),
                 }
             };
-            let mut gather = BatchCoalescer::new(spec.schema.clone(), BATCH_ROWS);
+            let mut gather = Gather::new(spec.schema.clone());
             let send = |b: RecordBatch| {
                 tx.send(Ok(b))
                     .map_err(|_| SqlError::Internal("scan consumer gone".into()))
@@ -86,36 +86,78 @@ impl ScanOp {
                 spec.relation,
                 spec.columns,
                 &post,
-                &mut |b| {
-                    if b.num_rows() >= BATCH_ROWS {
-                        // Large enough: no copy, after what came before.
-                        gather.finish_buffered_batch()?;
-                        while let Some(done) = gather.next_completed_batch() {
-                            send(done)?;
-                        }
-                        return send(b);
-                    }
-                    gather.push_batch(b)?;
-                    while let Some(done) = gather.next_completed_batch() {
-                        send(done)?;
-                    }
-                    Ok(())
-                },
+                &mut |b| gather.push(b, &send),
                 &check,
             );
-            let end = read.and_then(|()| {
-                gather.finish_buffered_batch()?;
-                while let Some(done) = gather.next_completed_batch() {
-                    send(done)?;
-                }
-                Ok(())
-            });
+            let end = read.and_then(|()| gather.finish(&send));
             if let Err(e) = end {
                 // Nobody listens when the consumer stopped the scan.
                 let _ = tx.send(Err(e));
             }
         });
         ScanOp { rx, stop }
+    }
+}
+
+/// Small batches gathered into larger ones, in order. The first batches
+/// are kept small (a LIMIT of a few rows stops the scan early), and each
+/// next one is twice as large up to [`BATCH_ROWS`].
+struct Gather {
+    schema: SchemaRef,
+    target: usize,
+    buffer: BatchCoalescer,
+}
+
+/// Rows of the first batch a scan hands on.
+const FIRST_ROWS: usize = 1;
+
+impl Gather {
+    fn new(schema: SchemaRef) -> Self {
+        Gather {
+            buffer: BatchCoalescer::new(schema.clone(), FIRST_ROWS),
+            schema,
+            target: FIRST_ROWS,
+        }
+    }
+
+    fn push(
+        &mut self,
+        b: RecordBatch,
+        send: &dyn Fn(RecordBatch) -> Result<(), SqlError>,
+    ) -> Result<(), SqlError> {
+        if b.num_rows() >= self.target {
+            // Large enough: no copy, after what came before.
+            self.flush(send)?;
+            return send(b);
+        }
+        self.buffer.push_batch(b)?;
+        if self.buffer.has_completed_batch() {
+            self.flush(send)?;
+        }
+        Ok(())
+    }
+
+    /// Send everything held, and grow the next batches.
+    fn flush(
+        &mut self,
+        send: &dyn Fn(RecordBatch) -> Result<(), SqlError>,
+    ) -> Result<(), SqlError> {
+        self.buffer.finish_buffered_batch()?;
+        while let Some(done) = self.buffer.next_completed_batch() {
+            send(done)?;
+        }
+        if self.target < BATCH_ROWS {
+            self.target = (self.target * 2).min(BATCH_ROWS);
+            self.buffer = BatchCoalescer::new(self.schema.clone(), self.target);
+        }
+        Ok(())
+    }
+
+    fn finish(
+        &mut self,
+        send: &dyn Fn(RecordBatch) -> Result<(), SqlError>,
+    ) -> Result<(), SqlError> {
+        self.flush(send)
     }
 }
 

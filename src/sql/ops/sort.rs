@@ -33,7 +33,7 @@ impl Operator for SortOp<'_> {
         let mut rows = 0usize;
         let mut bytes = 0usize;
         // Top-N: cut back once this many rows are held.
-        let cut = self.fetch.map(|k| (2 * k).max(4 * BATCH_ROWS));
+        let cut = self.fetch.map(|k| (2 * k).max(BATCH_ROWS));
         while let Some(b) = self.input.next()? {
             rows += b.num_rows();
             bytes += b.get_array_memory_size();

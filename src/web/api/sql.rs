@@ -43,26 +43,31 @@ fn quote_ident(s: &str) -> String {
     format!("\"{}\"", s.replace('"', "\"\""))
 }
 
+/// The bounds of one request's query.
+fn query_limits(ctx: &Ctx<'_>) -> crate::sql::Limits {
+    crate::sql::Limits {
+        timeout: Some(ctx.remaining()),
+        memory_budget: ctx.state.config.limits.memory_budget,
+        cancel: Some(std::sync::Arc::clone(&ctx.gone)),
+    }
+}
+
 fn run_query(
     ctx: &Ctx<'_>,
     mounts: &Mounts,
     text: &str,
 ) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>), Error> {
-    let limits = ctx.state.config.limits;
     let statement = crate::sql::plan(text, mounts)?;
     Ok(match statement {
         crate::sql::Statement::Describe(_, rel, _) => crate::dataset::describe_batches(&rel),
-        crate::sql::Statement::Explain(plan) => crate::dataset::explain_batches(&plan),
+        crate::sql::Statement::Explain(plan) => {
+            crate::dataset::explain_batches(&crate::sql::explain::physical(&plan))
+        }
+        crate::sql::Statement::ExplainAnalyze(plan) => crate::dataset::explain_batches(
+            &crate::sql::explain::analyze(&plan, mounts, query_limits(ctx))?,
+        ),
         crate::sql::Statement::Query(plan) => {
-            let r = crate::sql::execute(
-                &plan,
-                mounts,
-                crate::sql::Limits {
-                    timeout: Some(ctx.remaining()),
-                    memory_budget: limits.memory_budget,
-                    cancel: Some(std::sync::Arc::clone(&ctx.gone)),
-                },
-            )?;
+            let r = crate::sql::execute(&plan, mounts, query_limits(ctx))?;
             (r.schema, r.batches)
         }
     })

@@ -14,4 +14,5 @@ mod ls;
 mod regression;
 mod stats;
 mod status;
+mod streaming;
 mod strict;

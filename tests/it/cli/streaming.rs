@@ -1,0 +1,129 @@
+//! The engine streams: a satisfied LIMIT stops the scan, rows come in a
+//! stable order without ORDER BY, and a top-N holds its LIMIT, not its
+//! input.
+
+use std::path::Path;
+
+use super::common::TestEnv;
+
+/// A corpus of `runs` files of `steps` steps each; its step count.
+fn corpus(dir: &Path, runs: u64, steps: u64) -> u64 {
+    pchronicle::corpus::generate(&pchronicle::corpus::Options {
+        out: dir.to_path_buf(),
+        runs,
+        steps,
+        seed: 11,
+        format: "atif".into(),
+        subagent_every: 0,
+        files_per_dir: 50,
+    })
+    .unwrap();
+    let env = TestEnv::new();
+    let o = env
+        .cmd()
+        .args([
+            "query",
+            dir.to_str().unwrap(),
+            "SELECT count(*) AS n FROM steps",
+        ])
+        .args(["--format", "jsonl", "-q"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["n"].as_u64().unwrap()
+}
+
+fn query(env: &TestEnv, d: &str, sql: &str, more: &[&str]) -> std::process::Output {
+    env.cmd()
+        .args(["query", d, sql, "--format", "jsonl", "-q"])
+        .args(more)
+        .output()
+        .unwrap()
+}
+
+fn lines(o: &std::process::Output) -> Vec<serde_json::Value> {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_satisfied_limit_stops_the_scan_and_rows_keep_their_order() {
+    let env = TestEnv::new();
+    let data = env.path().join("data");
+    let steps = corpus(&data, 400, 20);
+    let d = data.to_str().unwrap();
+
+    // Without ORDER BY, rows come in Source order and in order within a
+    // Source, the same on every run.
+    let sql = "SELECT source_path, document_id, step_id FROM steps";
+    let all = lines(&query(&env, d, sql, &[]));
+    assert_eq!(all.len() as u64, steps);
+    assert_eq!(all, lines(&query(&env, d, sql, &[])));
+    let paths: Vec<&str> = all
+        .iter()
+        .map(|r| r["source_path"].as_str().unwrap())
+        .collect();
+    let mut runs = paths.clone();
+    runs.dedup();
+    let mut sorted = runs.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(runs, sorted, "each Source once, in order");
+
+    // LIMIT: the first rows of the same order, and the scan stopped long
+    // before the end (a few rounds of files decoded ahead at most).
+    let o = query(
+        &env,
+        d,
+        &format!("{sql} LIMIT 5"),
+        &["--stats", "--max-rows", "1000"],
+    );
+    let got = lines(&o);
+    assert_eq!(&got[..5], &all[..5]);
+    let scanned = got[5]["stats"]["rows_scanned"].as_u64().unwrap();
+    assert!(scanned < steps / 4, "scanned {scanned} of {steps} steps");
+
+    // Past a filter that keeps few rows, too.
+    let o = query(
+        &env,
+        d,
+        "SELECT step_id FROM steps WHERE step_id = 3 LIMIT 2",
+        &["--stats"],
+    );
+    let got = lines(&o);
+    assert_eq!(got.len(), 3);
+    let scanned = got[2]["stats"]["rows_scanned"].as_u64().unwrap();
+    assert!(scanned < steps / 4, "scanned {scanned} of {steps} steps");
+}
+
+#[test]
+fn a_top_n_holds_its_limit_not_its_input() {
+    let env = TestEnv::new();
+    let data = env.path().join("data");
+    let steps = corpus(&data, 1000, 50);
+    assert!(steps >= 40_000, "{steps}");
+    let d = data.to_str().unwrap();
+    // About 60 bytes a row: the whole input is over 2 MB; a top-N of 3
+    // holds two batches of rows at most.
+    let budget = ["--memory-budget", "1500000"];
+    let sorted = "SELECT source_path, step_id FROM steps ORDER BY source_path DESC, step_id";
+    let o = query(&env, d, sorted, &budget);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("PC-SQL-017"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let top = lines(&query(&env, d, &format!("{sorted} LIMIT 3"), &budget));
+    let whole = lines(&query(&env, d, &format!("{sorted} LIMIT 3"), &[]));
+    assert_eq!(top, whole);
+    assert_eq!(top.len(), 3);
+    let last = whole[0]["source_path"].as_str().unwrap().to_string();
+    assert!(top.iter().all(|r| r["source_path"] == last.as_str()));
+    let ids: Vec<i64> = top.iter().map(|r| r["step_id"].as_i64().unwrap()).collect();
+    assert_eq!(ids, vec![1, 2, 3]);
+}
