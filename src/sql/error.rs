@@ -125,6 +125,13 @@ pub enum SqlError {
         /// Which operator.
         what: &'static str,
     },
+    /// State past the memory budget was spilled, and the spill files
+    /// passed their limit too.
+    #[error("the query needs more than the memory budget, and its spill files passed the spill limit of {limit} bytes; narrow it (filters, fewer columns) or raise --memory-budget or --spill-limit")]
+    SpillLimit {
+        /// The bound.
+        limit: u64,
+    },
     /// Too deeply nested.
     #[error("expression or query nested too deeply (limit {limit})")]
     TooDeep {
@@ -164,7 +171,7 @@ impl SqlError {
             SqlError::Timeout { .. } => "PC-SQL-014",
             SqlError::TooManyRows { .. } => "PC-SQL-015",
             SqlError::OutputTooLarge { .. } => "PC-SQL-016",
-            SqlError::MemoryBudget { .. } => "PC-SQL-017",
+            SqlError::MemoryBudget { .. } | SqlError::SpillLimit { .. } => "PC-SQL-017",
             SqlError::TooDeep { .. } => "PC-SQL-018",
             SqlError::Cancelled => "PC-SQL-019",
             SqlError::Source { code, .. } => code,

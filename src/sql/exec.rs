@@ -22,6 +22,8 @@ pub struct ExecCtx<'a> {
     pub(crate) peak: AtomicU64,
     /// Per-operator statistics, for EXPLAIN ANALYZE.
     pub(crate) profile: Option<super::explain::Profile>,
+    /// Where state past the budget goes.
+    pub(crate) spill: super::spill::Spill,
 }
 
 impl<'a> ExecCtx<'a> {
@@ -29,6 +31,7 @@ impl<'a> ExecCtx<'a> {
     pub fn new(provider: &'a dyn DataLayer, limits: Limits) -> Self {
         ExecCtx {
             provider,
+            spill: super::spill::Spill::new(std::env::temp_dir(), limits.spill_limit),
             limits,
             started: Instant::now(),
             peak: AtomicU64::new(0),
@@ -71,7 +74,7 @@ impl<'a> ExecCtx<'a> {
 pub fn execute(plan: &Plan, ctx: &ExecCtx<'_>) -> Result<Vec<RecordBatch>, SqlError> {
     ctx.check_time()?;
     let out = std::thread::scope(|scope| {
-        let mut root = build(plan, ctx, scope)?;
+        let mut root = build(plan, ctx, scope, None)?;
         let mut out = Vec::new();
         while let Some(b) = root.next()? {
             ctx.check_time()?;
@@ -85,13 +88,29 @@ pub fn execute(plan: &Plan, ctx: &ExecCtx<'_>) -> Result<Vec<RecordBatch>, SqlEr
     Ok(out)
 }
 
-/// The physical operator of each plan node.
+/// The physical operator of each plan node. `needed` marks the output
+/// columns the parent reads (all when `None`): a join fills the others
+/// with NULLs instead of gathering them.
 fn build<'s, 'env>(
     plan: &'s Plan,
     ctx: &'s ExecCtx<'s>,
     scope: &'s Scope<'s, 'env>,
+    needed: Option<Vec<bool>>,
 ) -> Result<BoxOp<'s>, SqlError> {
-    let child = |p: &'s Plan| build(p, ctx, scope);
+    let child = |p: &'s Plan| build(p, ctx, scope, None);
+    let child_using = |p: &'s Plan, exprs: &mut dyn Iterator<Item = &'s Expr>| {
+        let mut cols = Vec::new();
+        for e in exprs {
+            e.columns(&mut cols);
+        }
+        let mut mask = vec![false; p.schema().fields().len()];
+        for c in cols {
+            if let Some(m) = mask.get_mut(c) {
+                *m = true;
+            }
+        }
+        build(p, ctx, scope, Some(mask))
+    };
     let stats = ctx.profile.as_ref().map(|p| p.node(plan));
     let mem = |what| Reservation::new(ctx, what, stats.clone());
     let op: BoxOp<'s> = match plan {
@@ -127,21 +146,35 @@ fn build<'s, 'env>(
             input,
             exprs,
             schema,
-        } => Box::new(ops::project::ProjectOp {
-            exprs: exprs
+        } => Box::new(ops::project::ProjectOp::new(
+            // Only the expressions read above need their columns.
+            child_using(
+                input,
+                &mut exprs
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| needed.as_ref().is_none_or(|n| n[*i]))
+                    .map(|(_, e)| e),
+            )?,
+            exprs
                 .iter()
                 .map(|e| materialise(e.clone(), ctx))
                 .collect::<Result<Vec<_>, _>>()?,
-            input: child(input)?,
-            schema: schema.clone(),
-        }),
+            schema.clone(),
+            needed.clone(),
+        )),
         Plan::Aggregate {
             input,
             group,
             aggs,
             schema,
         } => Box::new(ops::aggregate::AggregateOp::new(
-            child(input)?,
+            child_using(
+                input,
+                &mut group
+                    .iter()
+                    .chain(aggs.iter().filter_map(|a| a.arg.as_ref())),
+            )?,
             group.clone(),
             aggs.clone(),
             schema.clone(),
@@ -165,7 +198,7 @@ fn build<'s, 'env>(
             keys: keys.clone(),
             fetch: *fetch,
             mem: mem("sort"),
-            done: false,
+            state: ops::sort::SortState::Reading,
         }),
         Plan::Limit {
             input,
@@ -195,6 +228,7 @@ fn build<'s, 'env>(
                 .map(|f| materialise(f.clone(), ctx))
                 .transpose()?,
             schema: schema.clone(),
+            keep: needed,
             mem: mem("join build side"),
             build: None,
             probing: None,

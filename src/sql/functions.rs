@@ -435,32 +435,24 @@ pub fn eval_call(func: Func, args: &[ArrayRef], n: usize) -> Result<ArrayRef, Sq
             let as_text = matches!(func, Func::JsonExtractString | Func::JsonLongArrow);
             let arrow_op = matches!(func, Func::JsonArrow | Func::JsonLongArrow);
             let path_arr = &args[1];
+            // The path is usually the same on every row: parsed once.
+            let mut last: Option<(PathArg, Option<Vec<PathStep>>)> = None;
             let out: StringArray = (0..n)
                 .map(|i| {
                     if docs.is_null(i) || path_arr.is_null(i) {
                         return None;
                     }
-                    let steps = match path_arr.data_type() {
-                        DataType::Int64 => vec![PathStep::signed(
-                            path_arr
-                                .as_primitive::<arrow::datatypes::Int64Type>()
-                                .value(i),
-                        )],
-                        _ => {
-                            let p = path_arr.as_string::<i32>().value(i);
-                            if arrow_op && !p.starts_with('$') {
-                                vec![PathStep::Key(p.to_string())]
-                            } else {
-                                parse_json_path(p)?
-                            }
-                        }
-                    };
-                    let doc: Value = serde_json::from_str(docs.value(i)).ok()?;
-                    let v = jsonpath::lookup(&doc, &steps)?;
+                    let arg = PathArg::of(path_arr, i);
+                    if last.as_ref().is_none_or(|(a, _)| *a != arg) {
+                        let steps = arg.steps(arrow_op);
+                        last = Some((arg, steps));
+                    }
+                    let steps = last.as_ref()?.1.as_ref()?;
+                    let v = crate::util::json_follow::follow(docs.value(i), steps).ok()??;
                     if as_text {
                         match v {
                             Value::Null => None,
-                            Value::String(s) => Some(s.clone()),
+                            Value::String(s) => Some(s),
                             other => Some(other.to_string()),
                         }
                     } else {
@@ -587,6 +579,36 @@ fn extract(ns: i64, unit: &str) -> Option<i64> {
         "doy" | "dayofyear" => i64::from(d.ordinal()),
         _ => return None,
     })
+}
+
+/// The path argument of a JSON function on one row.
+#[derive(PartialEq)]
+enum PathArg<'a> {
+    Index(i64),
+    Text(&'a str),
+}
+
+impl<'a> PathArg<'a> {
+    fn of(a: &'a ArrayRef, i: usize) -> Self {
+        match a.data_type() {
+            DataType::Int64 => {
+                PathArg::Index(a.as_primitive::<arrow::datatypes::Int64Type>().value(i))
+            }
+            _ => PathArg::Text(a.as_string::<i32>().value(i)),
+        }
+    }
+
+    /// The steps, or `None` for a path that does not parse. With `->` and
+    /// `->>` (`arrow_op`), text not starting with `$` is one member name.
+    fn steps(&self, arrow_op: bool) -> Option<Vec<PathStep>> {
+        match self {
+            PathArg::Index(n) => Some(vec![PathStep::signed(*n)]),
+            PathArg::Text(p) if arrow_op && !p.starts_with('$') => {
+                Some(vec![PathStep::Key((*p).to_string())])
+            }
+            PathArg::Text(p) => parse_json_path(p),
+        }
+    }
 }
 
 /// Parse a `json_extract` path: a JSONPath with SQL's index rules (negative

@@ -21,6 +21,7 @@ pub mod logical;
 mod ops;
 pub mod optimize;
 pub mod parse;
+mod spill;
 pub mod value;
 
 use std::time::Duration;
@@ -68,7 +69,13 @@ pub struct Limits {
     /// Set from outside to stop the query at its next check (the client of
     /// a server request went away).
     pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Bytes of temporary files a sort may write when its rows pass the
+    /// memory budget (0: never spill, fail instead).
+    pub spill_limit: u64,
 }
+
+/// The default [`Limits::spill_limit`]: 8 GiB.
+pub const DEFAULT_SPILL_LIMIT: u64 = 8 << 30;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -76,6 +83,7 @@ impl Default for Limits {
             timeout: None,
             memory_budget: 4 << 30,
             cancel: None,
+            spill_limit: DEFAULT_SPILL_LIMIT,
         }
     }
 }

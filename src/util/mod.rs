@@ -6,6 +6,7 @@ pub mod failpoint;
 pub mod fs;
 pub mod hash;
 pub mod interrupt;
+pub mod json_follow;
 pub mod jsonpath;
 pub mod lru;
 pub mod notes;

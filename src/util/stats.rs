@@ -29,9 +29,13 @@ pub enum Counter {
     RowsProduced,
     /// Full-text index segments searched.
     Segments,
+    /// Bytes written to spill files.
+    SpillBytes,
+    /// Spill files written.
+    SpillFiles,
 }
 
-const COUNTERS: usize = 6;
+const COUNTERS: usize = 8;
 static COUNTS: [AtomicU64; COUNTERS] = [const { AtomicU64::new(0) }; COUNTERS];
 
 /// Add `n` to `c`.
@@ -214,9 +218,8 @@ fn counters(
         "rows_scanned": count(Counter::RowsScanned),
         "rows_produced": count(Counter::RowsProduced),
         "index_segments": count(Counter::Segments),
-        // Nothing spills in this build.
-        "spill_bytes": 0,
-        "spill_files": 0,
+        "spill_bytes": count(Counter::SpillBytes),
+        "spill_files": count(Counter::SpillFiles),
         "peak_rss_bytes": peak_rss(),
     }) else {
         unreachable!("a JSON object literal")

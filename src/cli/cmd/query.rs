@@ -35,6 +35,7 @@ pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
         timeout: Some(q.timeout),
         memory_budget: q.memory_budget,
         cancel: None,
+        spill_limit: q.spill_limit,
     };
     // EXPLAIN prints the physical plan; EXPLAIN ANALYZE runs it first.
     let explained = match &statement {

@@ -91,6 +91,7 @@ pub(super) fn query_settings(
         max_output_bytes: positive("--max-output-bytes", a.max_output_bytes)?,
         timeout: std::time::Duration::from_secs_f64(a.timeout),
         memory_budget: positive("--memory-budget", a.memory_budget)?,
+        spill_limit: a.spill_limit,
         max_document_bytes: positive("--max-document-bytes", a.max_document_bytes)?,
         limits,
         strict,
@@ -133,6 +134,7 @@ pub(super) fn analysis_settings(
         max_output_bytes: 256 * 1024 * 1024,
         timeout: std::time::Duration::from_secs_f64(a.timeout),
         memory_budget: positive("--memory-budget", a.memory_budget)?,
+        spill_limit: a.spill_limit,
         max_document_bytes: positive("--max-document-bytes", a.max_document_bytes)?,
         limits: read.limits,
         strict: read.strict,
@@ -169,6 +171,8 @@ pub struct QuerySettings {
     pub timeout: std::time::Duration,
     /// Operator memory bound.
     pub memory_budget: u64,
+    /// Spill file bound (0: no spilling).
+    pub spill_limit: u64,
     /// Largest document.
     pub max_document_bytes: u64,
     /// Discovery bounds.

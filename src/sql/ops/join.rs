@@ -27,6 +27,9 @@ pub struct HashJoinOp<'s> {
     pub on: Vec<(Expr, Expr)>,
     pub filter: Option<Expr>,
     pub schema: SchemaRef,
+    /// The output columns read above the join (all when `None`); the
+    /// others come out as NULLs, not gathered.
+    pub keep: Option<Vec<bool>>,
     pub mem: Reservation<'s>,
     pub build: Option<Build>,
     pub probing: Option<Probing>,
@@ -73,7 +76,12 @@ impl Operator for HashJoinOp<'_> {
             let p = self.probing.as_mut().expect("checked above");
             // The time and cancellation check of a long join.
             self.mem.ctx.check_time()?;
-            let out = probe(build, p, (self.kind, self.filter.as_ref()), &self.schema)?;
+            let out = probe(
+                build,
+                p,
+                (self.kind, self.filter.as_ref()),
+                (&self.schema, self.keep.as_deref()),
+            )?;
             if out.num_rows() > 0 {
                 return Ok(Some(out));
             }
@@ -150,8 +158,10 @@ fn probe(
     build: &Build,
     p: &mut Probing,
     (kind, filter): (JoinKind, Option<&Expr>),
-    schema: &SchemaRef,
+    (schema, keep): (&SchemaRef, Option<&[bool]>),
 ) -> Result<RecordBatch, SqlError> {
+    // The residual filter may read any column.
+    let keep = if filter.is_some() { None } else { keep };
     let r = &build.rows;
     let lb = &p.batch;
     let from = p.next;
@@ -196,7 +206,7 @@ fn probe(
         i += 1;
     }
     p.next = i;
-    let mut joined = gather(lb, r, &li, &ri, schema)?;
+    let mut joined = gather(lb, r, (&li, &ri), schema, keep)?;
     if let Some(f) = filter {
         let mask = eval_predicate(f, &joined)?;
         if kind == JoinKind::Left {
@@ -217,7 +227,7 @@ fn probe(
                     keep_r.push(None);
                 }
             }
-            joined = gather(lb, r, &keep_l, &keep_r, schema)?;
+            joined = gather(lb, r, (&keep_l, &keep_r), schema, None)?;
         } else {
             joined = arrow::compute::filter_record_batch(&joined, &mask)?;
         }
@@ -225,26 +235,41 @@ fn probe(
     Ok(joined)
 }
 
+/// The joined rows: left row `li[k]` beside right row `ri[k]`. Columns
+/// `keep` leaves out are NULL (under a schema that allows it).
 fn gather(
     l: &RecordBatch,
     r: &RecordBatch,
-    li: &[u32],
-    ri: &[Option<u32>],
+    (li, ri): (&[u32], &[Option<u32>]),
     schema: &SchemaRef,
+    keep: Option<&[bool]>,
 ) -> Result<RecordBatch, SqlError> {
     let lidx = UInt32Array::from(li.to_vec());
     let ridx: UInt32Array = ri.iter().copied().collect();
+    let n = li.len();
     let mut cols: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
-    for c in l.columns() {
-        cols.push(take(c, &lidx, None)?);
+    let sides = l
+        .columns()
+        .iter()
+        .map(|c| (c, &lidx))
+        .chain(r.columns().iter().map(|c| (c, &ridx)));
+    for (i, (c, idx)) in sides.enumerate() {
+        if keep.is_some_and(|k| !k.get(i).copied().unwrap_or(true)) {
+            cols.push(arrow::array::new_null_array(c.data_type(), n));
+        } else {
+            cols.push(take(c, idx, None)?);
+        }
     }
-    for c in r.columns() {
-        cols.push(take(c, &ridx, None)?);
-    }
-    let options = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(li.len()));
-    Ok(RecordBatch::try_new_with_options(
-        schema.clone(),
-        cols,
-        &options,
-    )?)
+    let schema = match keep {
+        Some(_) => std::sync::Arc::new(arrow::datatypes::Schema::new(
+            schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect::<Vec<_>>(),
+        )),
+        None => schema.clone(),
+    };
+    let options = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(n));
+    Ok(RecordBatch::try_new_with_options(schema, cols, &options)?)
 }

@@ -10,6 +10,7 @@ pub mod distinct;
 pub mod filter;
 pub mod join;
 pub mod limit;
+pub mod merge;
 pub mod project;
 pub mod scan;
 pub mod sort;

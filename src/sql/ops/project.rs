@@ -1,6 +1,7 @@
 //! Project: compute the output columns of each batch.
 
-use arrow::datatypes::SchemaRef;
+use arrow::array::new_null_array;
+use arrow::datatypes::{Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
 use super::super::expr::{cast_array, eval};
@@ -10,9 +11,39 @@ use super::{BoxOp, Operator};
 
 /// `exprs` over each batch of `input`.
 pub struct ProjectOp<'s> {
-    pub input: BoxOp<'s>,
-    pub exprs: Vec<Expr>,
-    pub schema: SchemaRef,
+    input: BoxOp<'s>,
+    exprs: Vec<Expr>,
+    schema: SchemaRef,
+    /// The columns read above (all when `None`); the others are NULL.
+    needed: Option<Vec<bool>>,
+}
+
+impl<'s> ProjectOp<'s> {
+    /// `exprs` under `schema`, computing only the `needed` ones.
+    pub fn new(
+        input: BoxOp<'s>,
+        exprs: Vec<Expr>,
+        schema: SchemaRef,
+        needed: Option<Vec<bool>>,
+    ) -> Self {
+        // Columns left out are NULL, which the declared schema may refuse.
+        let schema = match &needed {
+            Some(_) => std::sync::Arc::new(Schema::new(
+                schema
+                    .fields()
+                    .iter()
+                    .map(|f| f.as_ref().clone().with_nullable(true))
+                    .collect::<Vec<_>>(),
+            )),
+            None => schema,
+        };
+        ProjectOp {
+            input,
+            exprs,
+            schema,
+            needed,
+        }
+    }
 }
 
 impl Operator for ProjectOp<'_> {
@@ -24,7 +55,11 @@ impl Operator for ProjectOp<'_> {
             .exprs
             .iter()
             .zip(self.schema.fields())
-            .map(|(e, f)| {
+            .enumerate()
+            .map(|(i, (e, f))| {
+                if self.needed.as_ref().is_some_and(|n| !n[i]) {
+                    return Ok(new_null_array(f.data_type(), b.num_rows()));
+                }
                 let a = eval(e, &b)?;
                 if a.data_type() == f.data_type() {
                     Ok(a)

@@ -1,7 +1,10 @@
-//! ORDER BY. Without a LIMIT the input is held (against the budget), then
-//! sorted by index and gathered. With one (top-N), only the best `fetch`
-//! rows are kept: the held rows are cut back to them whenever they reach a
-//! few batches, so memory is bounded by the LIMIT, not the input.
+//! ORDER BY. Without a LIMIT the input is held, then sorted by index and
+//! gathered. Past a quarter of the memory budget (sorting a run needs about
+//! three times its size), the rows held are sorted and spilled as a run,
+//! and the runs are merged at the end ([`super::merge`]). With a LIMIT
+//! (top-N) only the best `fetch` rows are kept: the held rows are cut back
+//! to them whenever they reach a batch or twice the LIMIT, so memory is
+//! bounded by the LIMIT, not the input.
 
 use arrow::compute::{lexsort_to_indices, take_record_batch, SortColumn, SortOptions};
 use arrow::datatypes::SchemaRef;
@@ -10,6 +13,7 @@ use arrow::record_batch::RecordBatch;
 use super::super::expr::eval;
 use super::super::logical::SortKey;
 use super::super::SqlError;
+use super::merge::Merge;
 use super::scan::BATCH_ROWS;
 use super::{BoxOp, Operator, Reservation};
 
@@ -20,23 +24,64 @@ pub struct SortOp<'s> {
     pub keys: Vec<SortKey>,
     pub fetch: Option<usize>,
     pub mem: Reservation<'s>,
-    pub done: bool,
+    pub state: SortState,
+}
+
+/// Where a sort is.
+pub enum SortState {
+    /// Not started.
+    Reading,
+    /// Merging spilled runs.
+    Merging(Box<Merge>),
+    /// All rows given out.
+    Done,
 }
 
 impl Operator for SortOp<'_> {
     fn next(&mut self) -> Result<Option<RecordBatch>, SqlError> {
-        if self.done {
-            return Ok(None);
+        match &mut self.state {
+            SortState::Done => Ok(None),
+            SortState::Merging(m) => {
+                self.mem.ctx.check_time()?;
+                let out = m.next()?;
+                if out.is_none() {
+                    self.state = SortState::Done;
+                }
+                Ok(out)
+            }
+            SortState::Reading => {
+                self.state = SortState::Done;
+                self.read()
+            }
         }
-        self.done = true;
+    }
+}
+
+impl SortOp<'_> {
+    /// Read the whole input: the sorted rows, or the first batch of the
+    /// merge of the runs spilled on the way.
+    fn read(&mut self) -> Result<Option<RecordBatch>, SqlError> {
+        let ctx = self.mem.ctx;
+        let spill = self.fetch.is_none() && ctx.spill.enabled();
+        let run_bytes = usize::try_from(ctx.limits.memory_budget / 4).unwrap_or(usize::MAX);
         let mut held: Vec<RecordBatch> = Vec::new();
+        let mut runs = Vec::new();
         let mut rows = 0usize;
         let mut bytes = 0usize;
         // Top-N: cut back once this many rows are held.
         let cut = self.fetch.map(|k| (2 * k).max(BATCH_ROWS));
         while let Some(b) = self.input.next()? {
+            let size = b.get_array_memory_size();
+            if spill && !held.is_empty() && bytes + size > run_bytes {
+                let run = sort(&self.schema, &held, &self.keys, None)?;
+                held.clear();
+                bytes = 0;
+                runs.push(ctx.spill.write(&self.schema, &slices(&run))?);
+                drop(run);
+                self.mem.set(0)?;
+            }
             rows += b.num_rows();
-            bytes += b.get_array_memory_size();
+            bytes += size;
             self.mem.set(bytes)?;
             held.push(b);
             if cut.is_some_and(|c| rows >= c) {
@@ -46,7 +91,31 @@ impl Operator for SortOp<'_> {
                 held = vec![best];
             }
         }
-        sort(&self.schema, &held, &self.keys, self.fetch).map(Some)
+        let last = sort(&self.schema, &held, &self.keys, self.fetch)?;
+        drop(held);
+        if runs.is_empty() {
+            return Ok(Some(last));
+        }
+        let mut merge = Merge::new(&self.schema, &self.keys, runs, slices(&last))?;
+        let first = merge.next()?;
+        self.state = SortState::Merging(Box::new(merge));
+        Ok(first)
+    }
+}
+
+/// `b` in batches of [`BATCH_ROWS`] rows.
+fn slices(b: &RecordBatch) -> Vec<RecordBatch> {
+    (0..b.num_rows())
+        .step_by(BATCH_ROWS)
+        .map(|at| b.slice(at, BATCH_ROWS.min(b.num_rows() - at)))
+        .collect()
+}
+
+/// The sort options of `k`.
+pub fn options(k: &SortKey) -> SortOptions {
+    SortOptions {
+        descending: !k.asc,
+        nulls_first: k.nulls_first,
     }
 }
 
@@ -66,10 +135,7 @@ fn sort(
         .map(|k| {
             Ok(SortColumn {
                 values: eval(&k.expr, &all)?,
-                options: Some(SortOptions {
-                    descending: !k.asc,
-                    nulls_first: k.nulls_first,
-                }),
+                options: Some(options(k)),
             })
         })
         .collect::<Result<Vec<_>, SqlError>>()?;

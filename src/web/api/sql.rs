@@ -49,6 +49,7 @@ fn query_limits(ctx: &Ctx<'_>) -> crate::sql::Limits {
         timeout: Some(ctx.remaining()),
         memory_budget: ctx.state.config.limits.memory_budget,
         cancel: Some(std::sync::Arc::clone(&ctx.gone)),
+        spill_limit: crate::sql::DEFAULT_SPILL_LIMIT,
     }
 }
 

@@ -111,7 +111,12 @@ fn a_top_n_holds_its_limit_not_its_input() {
     // holds two batches of rows at most.
     let budget = ["--memory-budget", "1500000"];
     let sorted = "SELECT source_path, step_id FROM steps ORDER BY source_path DESC, step_id";
-    let o = query(&env, d, sorted, &budget);
+    let o = query(
+        &env,
+        d,
+        sorted,
+        &["--memory-budget", "1500000", "--spill-limit", "0"],
+    );
     assert_eq!(o.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("PC-SQL-017"),
@@ -126,4 +131,63 @@ fn a_top_n_holds_its_limit_not_its_input() {
     assert!(top.iter().all(|r| r["source_path"] == last.as_str()));
     let ids: Vec<i64> = top.iter().map(|r| r["step_id"].as_i64().unwrap()).collect();
     assert_eq!(ids, vec![1, 2, 3]);
+}
+
+#[test]
+fn a_sort_past_the_budget_spills_the_same_rows_and_leaves_nothing() {
+    let env = TestEnv::new();
+    let data = env.path().join("data");
+    let steps = corpus(&data, 1000, 40);
+    let d = data.to_str().unwrap();
+    let tmp = env.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    // What a process killed while spilling leaves: removed by the next
+    // query, while another live process's directory stays.
+    let dead = tmp.join("pchronicle-spill-4000000000-1f");
+    std::fs::create_dir(&dead).unwrap();
+    std::fs::write(dead.join("0.arrow"), b"partial").unwrap();
+    let live = tmp.join(format!("pchronicle-spill-{}-2e", std::process::id()));
+    std::fs::create_dir(&live).unwrap();
+    let run = |more: &[&str]| {
+        env.cmd()
+            .env("TMPDIR", &tmp)
+            .args([
+                "query",
+                d,
+                "SELECT source_path, document_id, step_id FROM steps \
+                 ORDER BY step_id DESC, source_path, document_id",
+                "--format",
+                "jsonl",
+                "-q",
+            ])
+            .args(more)
+            .output()
+            .unwrap()
+    };
+    let whole = lines(&run(&[]));
+    assert_eq!(whole.len() as u64, steps);
+    let mut spilled = lines(&run(&["--memory-budget", "2000000", "--stats"]));
+    let stats = spilled.pop().unwrap()["stats"].clone();
+    assert!(stats["spill_files"].as_u64().unwrap() >= 3, "{stats}");
+    assert!(stats["spill_bytes"].as_u64().unwrap() > 100_000, "{stats}");
+    assert_eq!(spilled, whole);
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![live.file_name().unwrap().to_owned()]);
+
+    // Past both limits: PC-SQL-017, and still nothing left behind.
+    for limit in ["0", "100000"] {
+        let o = run(&["--memory-budget", "2000000", "--spill-limit", limit]);
+        assert_eq!(o.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("PC-SQL-017"), "{err}");
+        assert_eq!(err.contains("spill limit"), limit != "0", "{err}");
+        // Nothing but the error object.
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(out.lines().count(), 1, "{out}");
+        assert!(out.starts_with("{\"error\""), "{out}");
+        assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 1);
+    }
 }

@@ -792,8 +792,9 @@ fn a_client_that_goes_away_frees_its_worker() {
     let t = tempfile::tempdir().unwrap();
     pchronicle::corpus::generate(&pchronicle::corpus::Options {
         out: t.path().join("data"),
+        // Every pair of steps of a file: 400 × 100² rows, seconds of work.
         runs: 400,
-        steps: 40,
+        steps: 100,
         seed: 3,
         format: "atif".into(),
         subagent_every: 0,
