@@ -29,13 +29,14 @@ export_parquet() { # NAME SQL DUCKDB-COLUMN-TYPES
     rm -f "$WORK/$name.jsonl"
   fi
 }
-export_parquet steps "SELECT source_path, document_id, run_id, session_id, step_id, step_source, model_name, prompt_tokens, completion_tokens, cost_usd, extra FROM steps" \
-  "source_path: 'VARCHAR', document_id: 'VARCHAR', run_id: 'VARCHAR', session_id: 'VARCHAR', step_id: 'BIGINT', step_source: 'VARCHAR', model_name: 'VARCHAR', prompt_tokens: 'BIGINT', completion_tokens: 'BIGINT', cost_usd: 'DOUBLE', extra: 'VARCHAR'"
+# (metrics and observation_text as text, as DuckDB keeps JSON in Parquet.)
+export_parquet steps-v2 "SELECT source_path, document_id, run_id, session_id, step_id, step_source, model_name, prompt_tokens, completion_tokens, cost_usd, extra, CAST(metrics AS TEXT) AS metrics, observation_text FROM steps" \
+  "source_path: 'VARCHAR', document_id: 'VARCHAR', run_id: 'VARCHAR', session_id: 'VARCHAR', step_id: 'BIGINT', step_source: 'VARCHAR', model_name: 'VARCHAR', prompt_tokens: 'BIGINT', completion_tokens: 'BIGINT', cost_usd: 'DOUBLE', extra: 'VARCHAR', metrics: 'VARCHAR', observation_text: 'VARCHAR'"
 # One row per trajectory document (`runs` has one row per Run).
 export_parquet runs "SELECT source_path, document_id, run_id, session_id, agent_name, agent_version, agent_model_name FROM trajectories" \
   "source_path: 'VARCHAR', document_id: 'VARCHAR', run_id: 'VARCHAR', session_id: 'VARCHAR', agent_name: 'VARCHAR', agent_version: 'VARCHAR', agent_model_name: 'VARCHAR'"
-STEPS_N=$(duckdb -noheader -list -c "SELECT count(*) FROM '$WORK/steps.parquet'")
-P_STEPS="'$WORK/steps.parquet'"
+STEPS_N=$(duckdb -noheader -list -c "SELECT count(*) FROM '$WORK/steps-v2.parquet'")
+P_STEPS="'$WORK/steps-v2.parquet'"
 P_RUNS="'$WORK/runs.parquet'"
 
 # name | SQL with {steps} and {runs} placeholders ({runs}: one row per
@@ -47,6 +48,9 @@ QUERIES=(
   "(d) runs ⋈ steps, filter on runs|SELECT count(*) AS steps, sum(s.completion_tokens) AS c FROM {runs} r JOIN {steps} s ON s.source_path = r.source_path AND s.document_id = r.document_id WHERE r.agent_name = 'openhands'"
   "(e) JSON path filter on extra|SELECT count(*) FROM {steps} WHERE CAST(extra ->> 'priority' AS BIGINT) >= 2"
   "(f) COUNT(DISTINCT session_id)|SELECT count(DISTINCT session_id) FROM {steps}"
+  "(g) JSON path in metrics, by model|SELECT model_name, sum(CAST(json_extract_string(metrics, '\$.prompt_tokens') AS BIGINT)) AS p FROM {steps} GROUP BY model_name ORDER BY p DESC"
+  "(h) top 10 sessions by steps|SELECT session_id, count(*) AS n FROM {steps} GROUP BY session_id ORDER BY n DESC, session_id LIMIT 10"
+  "(i) LIKE '%超时%' in tool output|SELECT count(*) FROM {steps} WHERE observation_text LIKE '%超时%'"
 )
 
 sync

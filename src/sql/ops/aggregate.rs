@@ -422,6 +422,8 @@ struct Grouper {
     /// `(group, DISTINCT argument)` pairs seen, per DISTINCT aggregate:
     /// only a new pair is turned into a value.
     seen: Vec<FastSet<Box<[u8]>>>,
+    /// The encoder of each DISTINCT argument, made on its first batch.
+    encoders: Vec<Option<RowConverter>>,
 }
 
 impl Grouper {
@@ -458,6 +460,7 @@ impl Grouper {
             key_bytes: 0,
             gids: Vec::new(),
             seen: aggs.iter().map(|_| FastSet::default()).collect(),
+            encoders: aggs.iter().map(|_| None).collect(),
         })
     }
 
@@ -512,10 +515,17 @@ impl Grouper {
                 a.resize(self.n_groups);
             }
         }
-        for ((acc, call), seen) in self.accs.iter_mut().zip(aggs).zip(&mut self.seen) {
+        let per_agg = self.accs.iter_mut().zip(aggs).zip(&mut self.seen);
+        for (((acc, call), seen), enc) in per_agg.zip(&mut self.encoders) {
             let arg = call.arg.as_ref().map(|e| eval(e, b)).transpose()?;
             if let (Acc::Distinct(_), Some(a)) = (&acc, &arg) {
-                let fresh = first_seen(seen, &self.gids, a)?;
+                if enc.is_none() {
+                    *enc = Some(RowConverter::new(vec![SortField::new(
+                        a.data_type().clone(),
+                    )])?);
+                }
+                let conv = enc.as_ref().expect("set above");
+                let fresh = first_seen(seen, &self.gids, a, conv)?;
                 acc.update_rows(&self.gids, a, &fresh);
                 continue;
             }
@@ -563,8 +573,9 @@ fn first_seen(
     seen: &mut FastSet<Box<[u8]>>,
     gids: &[usize],
     arg: &ArrayRef,
+    conv: &RowConverter,
 ) -> Result<Vec<usize>, SqlError> {
-    let (_, rows) = super::encode_rows(std::slice::from_ref(arg))?;
+    let rows = conv.convert_columns(std::slice::from_ref(arg))?;
     let mut key: Vec<u8> = Vec::new();
     let mut fresh = Vec::new();
     for (i, &g) in gids.iter().enumerate() {

@@ -6,17 +6,16 @@
 
 use crate::util::hash::FastMap;
 
-use arrow::array::{ArrayRef, UInt32Array};
+use arrow::array::{ArrayRef, DynComparator, UInt32Array};
 use arrow::compute::take;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use arrow::row::{RowConverter, Rows};
 
 use super::super::expr::{cast_array, eval, eval_predicate};
 use super::super::logical::{Expr, JoinKind};
 use super::super::SqlError;
 use super::scan::BATCH_ROWS;
-use super::{BoxOp, Operator, Reservation};
+use super::{keys, BoxOp, Operator, Reservation};
 
 /// Hash join of `left` and `right`.
 pub struct HashJoinOp<'s> {
@@ -35,21 +34,28 @@ pub struct HashJoinOp<'s> {
     pub probing: Option<Probing>,
 }
 
-/// The build side: its rows and their keys.
+/// The build side: its rows, their keys and a hash table over them.
 pub struct Build {
     rows: RecordBatch,
     keys: Vec<ArrayRef>,
-    /// Key bytes → right row indexes (rows with a NULL key never match).
-    table: FastMap<Box<[u8]>, Vec<u32>>,
-    conv: Option<RowConverter>,
+    hashes: Vec<u64>,
+    /// Key hash → the first row with it; `next` chains the others, in row
+    /// order (rows with a NULL key are left out: they never match).
+    heads: FastMap<u64, u32>,
+    next: Vec<u32>,
 }
+
+/// End of a chain.
+const NONE: u32 = u32::MAX;
 
 /// A left batch being probed.
 pub struct Probing {
     batch: RecordBatch,
-    /// Its encoded keys (`None`: a join without keys), and whether each
-    /// row has a NULL key.
-    keys: Option<(Rows, Vec<bool>)>,
+    /// Its keys (none: a join without keys), their hashes, and the
+    /// comparisons with the build side's keys.
+    keys: Vec<ArrayRef>,
+    hashes: Vec<u64>,
+    cmps: Vec<DynComparator>,
     /// The first row not probed yet.
     next: usize,
 }
@@ -95,60 +101,53 @@ fn build(
     on: &[(Expr, Expr)],
 ) -> Result<Build, SqlError> {
     let r = super::concat(schema, right)?;
-    let mut table: FastMap<Box<[u8]>, Vec<u32>> = FastMap::default();
+    let n = r.num_rows();
     let keys = on
         .iter()
         .map(|(_, re)| eval(re, &r))
         .collect::<Result<Vec<_>, _>>()?;
-    let conv = if on.is_empty() {
-        None
-    } else {
-        let (conv, rows) = super::encode_rows(&keys)?;
-        for i in 0..r.num_rows() {
-            if keys.iter().any(|k| k.is_null(i)) {
+    let hashes = keys::hash_rows(&keys, n)?;
+    let mut heads: FastMap<u64, u32> = FastMap::default();
+    let mut next = vec![NONE; n];
+    if !on.is_empty() {
+        // Backwards, so that each chain runs in row order.
+        for j in (0..n).rev() {
+            if keys::any_null(&keys, j) {
                 continue;
             }
-            table
-                .entry(rows.row(i).as_ref().into())
-                .or_default()
-                .push(i as u32);
+            if let Some(prev) = heads.insert(hashes[j], j as u32) {
+                next[j] = prev;
+            }
         }
-        Some(conv)
-    };
+    }
     Ok(Build {
         rows: r,
         keys,
-        table,
-        conv,
+        hashes,
+        heads,
+        next,
     })
 }
 
-/// Encode the keys of a left batch, cast to the build side's key types.
+/// Hash the keys of a left batch, cast to the build side's key types.
 fn start_probe(build: &Build, lb: RecordBatch, on: &[(Expr, Expr)]) -> Result<Probing, SqlError> {
-    let keys = match &build.conv {
-        None => None,
-        Some(conv) => {
-            let left_keys = on
-                .iter()
-                .zip(&build.keys)
-                .map(|((le, _), r)| {
-                    let l = eval(le, &lb)?;
-                    if l.data_type() == r.data_type() {
-                        Ok(l)
-                    } else {
-                        cast_array(&l, r.data_type())
-                    }
-                })
-                .collect::<Result<Vec<_>, SqlError>>()?;
-            let nulls = (0..lb.num_rows())
-                .map(|i| left_keys.iter().any(|k| k.is_null(i)))
-                .collect();
-            Some((conv.convert_columns(&left_keys)?, nulls))
-        }
-    };
+    let keys = on
+        .iter()
+        .zip(&build.keys)
+        .map(|((le, _), r)| {
+            let l = eval(le, &lb)?;
+            if l.data_type() == r.data_type() {
+                Ok(l)
+            } else {
+                cast_array(&l, r.data_type())
+            }
+        })
+        .collect::<Result<Vec<_>, SqlError>>()?;
     Ok(Probing {
-        batch: lb,
+        hashes: keys::hash_rows(&keys, lb.num_rows())?,
+        cmps: keys::comparators(&keys, &build.keys)?,
         keys,
+        batch: lb,
         next: 0,
     })
 }
@@ -168,40 +167,37 @@ fn probe(
     let mut li: Vec<u32> = Vec::new();
     let mut ri: Vec<Option<u32>> = Vec::new();
     let mut i = from;
+    let keyed = !p.keys.is_empty();
     while i < lb.num_rows() && li.len() < BATCH_ROWS {
-        let matches: Option<&[u32]> = match &p.keys {
-            Some((rows, nulls)) => {
-                if nulls[i] {
-                    None
-                } else {
-                    build.table.get(rows.row(i).as_ref()).map(Vec::as_slice)
-                }
+        if !keyed {
+            // No keys: every right row.
+            for j in 0..r.num_rows() {
+                li.push(i as u32);
+                ri.push(Some(j as u32));
             }
-            None => None,
-        };
-        match (&p.keys, matches) {
-            (_, Some(m)) => {
-                for &j in m {
-                    li.push(i as u32);
-                    ri.push(Some(j));
-                }
-            }
-            (None, None) => {
-                // No keys: every right row.
-                for j in 0..r.num_rows() {
-                    li.push(i as u32);
-                    ri.push(Some(j as u32));
-                }
-                if r.num_rows() == 0 && kind == JoinKind::Left {
-                    li.push(i as u32);
-                    ri.push(None);
-                }
-            }
-            (Some(_), None) if kind == JoinKind::Left && filter.is_none() => {
+            if r.num_rows() == 0 && kind == JoinKind::Left {
                 li.push(i as u32);
                 ri.push(None);
             }
-            (Some(_), None) => {}
+            i += 1;
+            continue;
+        }
+        let before = li.len();
+        if !keys::any_null(&p.keys, i) {
+            let h = p.hashes[i];
+            let mut j = build.heads.get(&h).copied().unwrap_or(NONE);
+            while j != NONE {
+                let ju = j as usize;
+                if build.hashes[ju] == h && keys::equal(&p.cmps, i, ju) {
+                    li.push(i as u32);
+                    ri.push(Some(j));
+                }
+                j = build.next[ju];
+            }
+        }
+        if li.len() == before && kind == JoinKind::Left && filter.is_none() {
+            li.push(i as u32);
+            ri.push(None);
         }
         i += 1;
     }

@@ -9,6 +9,7 @@ pub mod aggregate;
 pub mod distinct;
 pub mod filter;
 pub mod join;
+pub mod keys;
 pub mod limit;
 pub mod merge;
 pub mod project;
