@@ -99,17 +99,7 @@ fn build<'s, 'env>(
 ) -> Result<BoxOp<'s>, SqlError> {
     let child = |p: &'s Plan| build(p, ctx, scope, None);
     let child_using = |p: &'s Plan, exprs: &mut dyn Iterator<Item = &'s Expr>| {
-        let mut cols = Vec::new();
-        for e in exprs {
-            e.columns(&mut cols);
-        }
-        let mut mask = vec![false; p.schema().fields().len()];
-        for c in cols {
-            if let Some(m) = mask.get_mut(c) {
-                *m = true;
-            }
-        }
-        build(p, ctx, scope, Some(mask))
+        build(p, ctx, scope, Some(used(p, exprs)))
     };
     let stats = ctx.profile.as_ref().map(|p| p.node(plan));
     let mem = |what| Reservation::new(ctx, what, stats.clone());
@@ -168,18 +158,24 @@ fn build<'s, 'env>(
             group,
             aggs,
             schema,
-        } => Box::new(ops::aggregate::AggregateOp::new(
-            child_using(
+        } => {
+            let mask = used(
                 input,
                 &mut group
                     .iter()
                     .chain(aggs.iter().filter_map(|a| a.arg.as_ref())),
-            )?,
-            group.clone(),
-            aggs.clone(),
-            schema.clone(),
-            mem("aggregate"),
-        )),
+            );
+            // Past its budget, the aggregate reads its input again.
+            let again = mask.clone();
+            let restart = Box::new(move || build(input, ctx, scope, Some(again.clone())));
+            Box::new(ops::hash_aggregate::AggregateOp::new(
+                build(input, ctx, scope, Some(mask))?,
+                restart,
+                (group.clone(), aggs.clone()),
+                schema.clone(),
+                mem("aggregate"),
+            ))
+        }
         Plan::Window {
             input,
             calls,
@@ -242,6 +238,21 @@ fn build<'s, 'env>(
         Some(stats) => Box::new(super::explain::Measured { inner: op, stats }),
         None => op,
     })
+}
+
+/// The output columns of `p` that `exprs` read.
+fn used(p: &Plan, exprs: &mut dyn Iterator<Item = &Expr>) -> Vec<bool> {
+    let mut cols = Vec::new();
+    for e in exprs {
+        e.columns(&mut cols);
+    }
+    let mut mask = vec![false; p.schema().fields().len()];
+    for c in cols {
+        if let Some(m) = mask.get_mut(c) {
+            *m = true;
+        }
+    }
+    mask
 }
 
 /// Replace IN-subqueries by their (executed) values.

@@ -59,23 +59,32 @@ impl Spill {
         schema: &SchemaRef,
         batches: &[RecordBatch],
     ) -> Result<SpillFile, SqlError> {
-        let path = self.next_path()?;
-        let io = |e: std::io::Error| SqlError::Internal(format!("spill file: {e}"));
-        let file = File::create(&path).map_err(io)?;
-        let mut w = FileWriter::try_new(BufWriter::new(file), schema)?;
+        let mut w = self.writer(schema)?;
         for b in batches {
             w.write(b)?;
         }
-        w.finish()?;
-        drop(w);
-        let bytes = std::fs::metadata(&path).map_err(io)?.len();
+        w.finish()
+    }
+
+    /// A new spill file to write batch by batch.
+    pub fn writer(&self, schema: &SchemaRef) -> Result<SpillWriter<'_>, SqlError> {
+        let path = self.next_path()?;
+        let file = File::create(&path).map_err(io)?;
+        let w = FileWriter::try_new(BufWriter::new(file), schema)?;
+        Ok(SpillWriter {
+            spill: self,
+            file: SpillFile { path },
+            w,
+        })
+    }
+
+    /// Count `bytes` more against the limit.
+    fn charge(&self, bytes: u64) -> Result<(), SqlError> {
         let used = self.used.fetch_add(bytes, Ordering::Relaxed) + bytes;
-        crate::util::stats::add(crate::util::stats::Counter::SpillBytes, bytes);
-        crate::util::stats::add(crate::util::stats::Counter::SpillFiles, 1);
         if used > self.limit {
             return Err(SqlError::SpillLimit { limit: self.limit });
         }
-        Ok(SpillFile { path })
+        Ok(())
     }
 
     fn next_path(&self) -> Result<PathBuf, SqlError> {
@@ -107,6 +116,48 @@ impl Drop for Spill {
         if let Some(d) = dir.take() {
             let _ = std::fs::remove_dir_all(d);
         }
+    }
+}
+
+/// The bytes of the rows of `b` (a slice of a larger batch counts its own
+/// rows only).
+fn slice_bytes(b: &RecordBatch) -> u64 {
+    b.columns()
+        .iter()
+        .map(|c| {
+            c.to_data()
+                .get_slice_memory_size()
+                .unwrap_or_else(|_| c.get_array_memory_size()) as u64
+        })
+        .sum()
+}
+
+fn io(e: std::io::Error) -> SqlError {
+    SqlError::Internal(format!("spill file: {e}"))
+}
+
+/// A spill file being written.
+pub struct SpillWriter<'a> {
+    spill: &'a Spill,
+    /// Removed if the writer is dropped before it finishes.
+    file: SpillFile,
+    w: FileWriter<BufWriter<File>>,
+}
+
+impl SpillWriter<'_> {
+    /// Append `b`; its size in memory counts against the limit as it goes.
+    pub fn write(&mut self, b: &RecordBatch) -> Result<(), SqlError> {
+        self.spill.charge(slice_bytes(b))?;
+        Ok(self.w.write(b)?)
+    }
+
+    /// The file, complete.
+    pub fn finish(mut self) -> Result<SpillFile, SqlError> {
+        self.w.finish()?;
+        let bytes = std::fs::metadata(&self.file.path).map_err(io)?.len();
+        crate::util::stats::add(crate::util::stats::Counter::SpillBytes, bytes);
+        crate::util::stats::add(crate::util::stats::Counter::SpillFiles, 1);
+        Ok(self.file)
     }
 }
 

@@ -119,7 +119,7 @@ impl<'de> DeserializeSeed<'de> for KeyIs<'_> {
     }
 }
 
-impl<'de> Visitor<'de> for KeyIs<'_> {
+impl Visitor<'_> for KeyIs<'_> {
     type Value = bool;
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

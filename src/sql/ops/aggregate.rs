@@ -1,4 +1,5 @@
-//! GROUP BY with COUNT / COUNT(DISTINCT) / SUM / AVG / MIN / MAX.
+//! The state of GROUP BY with COUNT / COUNT(DISTINCT) / SUM / AVG / MIN /
+//! MAX (the operator is `hash_aggregate`).
 //!
 //! Group keys are row-encoded and hashed; each aggregate keeps one
 //! accumulator slot per group, updated batch by batch.
@@ -19,7 +20,6 @@ use arrow::row::{RowConverter, SortField};
 use super::super::expr::eval;
 use super::super::logical::{AggCall, AggFunc, Expr};
 use super::super::SqlError;
-use super::{BoxOp, Operator, Reservation};
 
 /// A comparable, hashable cell (for DISTINCT and MIN/MAX of any type).
 #[derive(Debug, Clone, PartialEq, PartialOrd)]
@@ -363,54 +363,8 @@ fn vals_to_array(v: Vec<Option<Val>>, ty: &DataType) -> ArrayRef {
     }
 }
 
-/// GROUP BY over `input`: one batch of the groups once the input is read.
-pub struct AggregateOp<'s> {
-    input: BoxOp<'s>,
-    group: Vec<Expr>,
-    aggs: Vec<AggCall>,
-    schema: SchemaRef,
-    mem: Reservation<'s>,
-    done: bool,
-}
-
-impl<'s> AggregateOp<'s> {
-    /// Group `input` by `group` and compute `aggs`; output columns are the
-    /// group keys then the aggregates.
-    pub fn new(
-        input: BoxOp<'s>,
-        group: Vec<Expr>,
-        aggs: Vec<AggCall>,
-        schema: SchemaRef,
-        mem: Reservation<'s>,
-    ) -> Self {
-        AggregateOp {
-            input,
-            group,
-            aggs,
-            schema,
-            mem,
-            done: false,
-        }
-    }
-}
-
-impl Operator for AggregateOp<'_> {
-    fn next(&mut self) -> Result<Option<RecordBatch>, SqlError> {
-        if self.done {
-            return Ok(None);
-        }
-        self.done = true;
-        let mut g = Grouper::new(&self.group, &self.aggs)?;
-        while let Some(b) = self.input.next()? {
-            g.push(&b, &self.group, &self.aggs)?;
-            self.mem.set(g.bytes(self.aggs.len()))?;
-        }
-        g.finish(&self.schema, &self.aggs).map(Some)
-    }
-}
-
 /// The groups seen so far and their accumulators.
-struct Grouper {
+pub struct Grouper {
     accs: Vec<Acc>,
     key_types: Vec<DataType>,
     conv: RowConverter,
@@ -427,7 +381,8 @@ struct Grouper {
 }
 
 impl Grouper {
-    fn new(group: &[Expr], aggs: &[AggCall]) -> Result<Self, SqlError> {
+    /// No groups yet.
+    pub fn new(group: &[Expr], aggs: &[AggCall]) -> Result<Self, SqlError> {
         let key_types: Vec<DataType> = group
             .iter()
             .map(Expr::data_type)
@@ -465,7 +420,7 @@ impl Grouper {
     }
 
     /// An estimate of the bytes held.
-    fn bytes(&self, aggs: usize) -> usize {
+    pub fn bytes(&self, aggs: usize) -> usize {
         let distinct: usize = self
             .seen
             .iter()
@@ -474,7 +429,13 @@ impl Grouper {
         self.n_groups * (64 + 16 * aggs) + 2 * self.key_bytes + 2 * distinct
     }
 
-    fn push(&mut self, b: &RecordBatch, group: &[Expr], aggs: &[AggCall]) -> Result<(), SqlError> {
+    /// Add the rows of `b`.
+    pub fn push(
+        &mut self,
+        b: &RecordBatch,
+        group: &[Expr],
+        aggs: &[AggCall],
+    ) -> Result<(), SqlError> {
         let rows_n = b.num_rows();
         if rows_n == 0 {
             return Ok(());
@@ -534,7 +495,8 @@ impl Grouper {
         Ok(())
     }
 
-    fn finish(self, schema: &SchemaRef, aggs: &[AggCall]) -> Result<RecordBatch, SqlError> {
+    /// The groups and their aggregates, under `schema`.
+    pub fn finish(self, schema: &SchemaRef, aggs: &[AggCall]) -> Result<RecordBatch, SqlError> {
         let mut cols: Vec<ArrayRef> = if self.key_types.is_empty() {
             Vec::new()
         } else {

@@ -8,6 +8,7 @@
 pub mod aggregate;
 pub mod distinct;
 pub mod filter;
+pub mod hash_aggregate;
 pub mod join;
 pub mod keys;
 pub mod limit;

@@ -47,11 +47,7 @@ pub struct ScanSpec<'s> {
 
 impl ScanOp {
     /// Start reading `spec` on a thread of `scope`.
-    pub fn start<'s, 'env>(
-        ctx: &'s ExecCtx<'s>,
-        scope: &'s Scope<'s, 'env>,
-        spec: ScanSpec<'s>,
-    ) -> ScanOp {
+    pub fn start<'s>(ctx: &'s ExecCtx<'s>, scope: &'s Scope<'s, '_>, spec: ScanSpec<'s>) -> ScanOp {
         let (tx, rx) = sync_channel(QUEUE);
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);

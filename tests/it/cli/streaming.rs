@@ -191,3 +191,43 @@ fn a_sort_past_the_budget_spills_the_same_rows_and_leaves_nothing() {
         assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 1);
     }
 }
+
+#[test]
+fn a_group_by_past_the_budget_reads_again_into_partitions_with_the_same_groups() {
+    let env = TestEnv::new();
+    let data = env.path().join("data");
+    corpus(&data, 1000, 40);
+    let d = data.to_str().unwrap();
+    let tmp = env.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let run = |more: &[&str]| {
+        env.cmd()
+            .env("TMPDIR", &tmp)
+            .args([
+                "query",
+                d,
+                "SELECT source_path, step_id, count(*) AS n, min(step_source) AS s, \
+                 count(DISTINCT document_id) AS docs FROM steps \
+                 GROUP BY source_path, step_id ORDER BY source_path, step_id",
+                "--format",
+                "jsonl",
+                "-q",
+                "--max-rows",
+                "10000000",
+            ])
+            .args(more)
+            .output()
+            .unwrap()
+    };
+    let whole = lines(&run(&[]));
+    assert!(whole.len() > 30_000, "{}", whole.len());
+    let mut spilled = lines(&run(&["--memory-budget", "4000000", "--stats"]));
+    let stats = spilled.pop().unwrap()["stats"].clone();
+    assert!(stats["spill_files"].as_u64().unwrap() >= 32, "{stats}");
+    assert_eq!(spilled, whole);
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+    // Without spilling the same budget is not enough.
+    let o = run(&["--memory-budget", "4000000", "--spill-limit", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("PC-SQL-017"));
+}
