@@ -1,10 +1,10 @@
-//! ORDER BY. Without a LIMIT the input is held, then sorted by index and
-//! gathered. Past a quarter of the memory budget (sorting a run needs about
-//! three times its size), the rows held are sorted and spilled as a run,
-//! and the runs are merged at the end ([`super::merge`]). With a LIMIT
-//! (top-N) only the best `fetch` rows are kept: the held rows are cut back
-//! to them whenever they reach a batch or twice the LIMIT, so memory is
-//! bounded by the LIMIT, not the input.
+//! ORDER BY. The input is held, then sorted by index and gathered. Past a
+//! quarter of the memory budget (sorting a run needs about three times its
+//! size), the rows held are sorted and spilled as a run, and the runs are
+//! merged at the end ([`super::merge`]). With a LIMIT (top-N) only the best
+//! `fetch` rows are kept: the held rows are cut back to them whenever they
+//! reach a batch or twice the LIMIT, so memory is bounded by the LIMIT, not
+//! the input (and a LIMIT too large for memory spills like a full sort).
 
 use arrow::compute::{lexsort_to_indices, take_record_batch, SortColumn, SortOptions};
 use arrow::datatypes::SchemaRef;
@@ -62,7 +62,7 @@ impl SortOp<'_> {
     /// merge of the runs spilled on the way.
     fn read(&mut self) -> Result<Option<RecordBatch>, SqlError> {
         let ctx = self.mem.ctx;
-        let spill = self.fetch.is_none() && ctx.spill.enabled();
+        let spill = ctx.spill.enabled();
         let run_bytes = usize::try_from(ctx.limits.memory_budget / 4).unwrap_or(usize::MAX);
         let mut held: Vec<RecordBatch> = Vec::new();
         let mut runs = Vec::new();
@@ -73,7 +73,8 @@ impl SortOp<'_> {
         while let Some(b) = self.input.next()? {
             let size = b.get_array_memory_size();
             if spill && !held.is_empty() && bytes + size > run_bytes {
-                let run = sort(&self.schema, &held, &self.keys, None)?;
+                // Under a LIMIT, a run needs no more rows than it keeps.
+                let run = sort(&self.schema, &held, &self.keys, self.fetch)?;
                 held.clear();
                 bytes = 0;
                 runs.push(ctx.spill.write(&self.schema, &slices(&run))?);

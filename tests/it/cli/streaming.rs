@@ -177,6 +177,25 @@ fn a_sort_past_the_budget_spills_the_same_rows_and_leaves_nothing() {
         .collect();
     assert_eq!(left, vec![live.file_name().unwrap().to_owned()]);
 
+    // A LIMIT too large to hold spills the same way.
+    let o = env
+        .cmd()
+        .env("TMPDIR", &tmp)
+        .args([
+            "query",
+            d,
+            "SELECT source_path, document_id, step_id FROM steps \
+             ORDER BY step_id DESC, source_path, document_id LIMIT 5 OFFSET 30000",
+            "--format",
+            "jsonl",
+            "-q",
+            "--memory-budget",
+            "2000000",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(lines(&o), &whole[30_000..30_005]);
+
     // Past both limits: PC-SQL-017, and still nothing left behind.
     for limit in ["0", "100000"] {
         let o = run(&["--memory-budget", "2000000", "--spill-limit", limit]);
