@@ -17,6 +17,7 @@ WORK="$CORPUS_ROOT/sql-${RUNS}x${STEPS}-g$CORPUS_VERSION"
   echo "run benches/sql.sh first: it makes the store and the Parquet files" >&2
   exit 1
 }
+P_RUNS="'$WORK/runs.parquet'"
 VALUES=$(seq 0 909 | sed 's/.*/(&)/' | paste -sd, -)
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
@@ -32,7 +33,7 @@ echo "|---|---:|---:|---:|---:|---:|:---:|"
 for q in "${QUERIES[@]}"; do
   IFS='|' read -r name sql <<< "$q"
   ours="${sql//\{runs\}/trajectories}"; ours="${ours//\{values\}/$VALUES}"
-  theirs="${sql//\{runs\}/'$WORK/runs.parquet'}"; theirs="${theirs//\{values\}/$VALUES}"
+  theirs="${sql//\{runs\}/$P_RUNS}"; theirs="${theirs//\{values\}/$VALUES}"
   printf "SET memory_limit='256MB'; SET threads=2; %s;" "$theirs" > "$OUT/theirs.sql"
   start=$(date +%s.%N)
   /usr/bin/time -f "%M" -o "$OUT/rss" "$PC" query "$STORE" "$ours" --format csv -q \

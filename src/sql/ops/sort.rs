@@ -1,6 +1,6 @@
 //! ORDER BY. The input is held, then sorted by index and gathered. Past a
-//! quarter of the memory budget (sorting a run needs about three times its
-//! size), the rows held are sorted and spilled as a run, and the runs are
+//! sixth of the memory budget (sorting a run needs about three times its
+//! size, and the scans feeding it hold batches of their own), the rows held are sorted and spilled as a run, and the runs are
 //! merged at the end ([`super::merge`]). With a LIMIT (top-N) only the best
 //! `fetch` rows are kept: the held rows are cut back to them whenever they
 //! reach a batch or twice the LIMIT, so memory is bounded by the LIMIT, not
@@ -63,7 +63,7 @@ impl SortOp<'_> {
     fn read(&mut self) -> Result<Option<RecordBatch>, SqlError> {
         let ctx = self.mem.ctx;
         let spill = ctx.spill.enabled();
-        let run_bytes = usize::try_from(ctx.limits.memory_budget / 4).unwrap_or(usize::MAX);
+        let run_bytes = usize::try_from(ctx.limits.memory_budget / 6).unwrap_or(usize::MAX);
         let mut held: Vec<RecordBatch> = Vec::new();
         let mut runs = Vec::new();
         let mut rows = 0usize;
