@@ -625,40 +625,15 @@ fn with_views(t: Table, columns: &[&str], b: &RecordBatch) -> Result<RecordBatch
                 .iter()
                 .map(|f| b.column_by_name(f).and_then(|a| a.as_string_opt::<i32>()))
                 .collect();
-            // Deriving parses JSON per row: spread over the pool.
-            let part = |rows: std::ops::Range<usize>| -> arrow::array::StringArray {
-                let mut raw: Vec<Option<&str>> = vec![None; inputs.len()];
-                rows.map(|r| {
+            let mut raw: Vec<Option<&str>> = vec![None; inputs.len()];
+            let out: arrow::array::StringArray = (0..b.num_rows())
+                .map(|r| {
                     for (slot, a) in raw.iter_mut().zip(&inputs) {
                         *slot = a.and_then(|a| (!a.is_null(r)).then(|| a.value(r)));
                     }
                     (d.compute)(&raw)
                 })
-                .collect()
-            };
-            let n = b.num_rows();
-            let step = n.div_ceil(rayon::current_num_threads().max(1)).max(1024);
-            let parts: Vec<arrow::array::StringArray> = {
-                use rayon::prelude::*;
-                (0..n)
-                    .step_by(step)
-                    .collect::<Vec<_>>()
-                    .into_par_iter()
-                    .map(|at| part(at..(at + step).min(n)))
-                    .collect()
-            };
-            let refs: Vec<&dyn arrow::array::Array> = parts
-                .iter()
-                .map(|p| p as &dyn arrow::array::Array)
                 .collect();
-            let out = if refs.is_empty() {
-                arrow::array::StringArray::from(Vec::<Option<&str>>::new())
-            } else {
-                arrow::compute::concat(&refs)
-                    .map_err(|e| StoreError::Internal(e.to_string()))?
-                    .as_string::<i32>()
-                    .clone()
-            };
             fields.push(arrow::datatypes::Field::new(c, DataType::Utf8, true));
             arrays.push(Arc::new(out));
         } else {
