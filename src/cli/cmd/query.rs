@@ -63,6 +63,7 @@ pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
                 &mounts,
                 limits,
                 q.timeout.saturating_sub(started.elapsed()),
+                out,
             )?;
             (r.schema, r.batches)
         }
@@ -120,13 +121,17 @@ pub fn run(q: &QuerySettings, out: &mut Out) -> Result<ExitStatus, Error> {
 /// grace) for it. The engine checks the time between operators and Sources;
 /// a single long step (one huge document, one large sort) would otherwise
 /// overrun the limit. Nothing has been written when the limit passes, so the
-/// command can fail at once; the process then ends with the worker.
+/// command can fail at once; the process then ends with the worker. A query
+/// still running after two seconds shows the rows scanned so far on a
+/// terminal's stderr.
 fn execute_within(
     plan: sql::logical::Plan,
     mounts: &std::sync::Arc<Mounts>,
     limits: Limits,
     left: std::time::Duration,
+    out: &Out,
 ) -> Result<sql::QueryResult, Error> {
+    use std::time::{Duration, Instant};
     let (tx, rx) = std::sync::mpsc::channel();
     let m = std::sync::Arc::clone(mounts);
     let seconds = limits.timeout.map_or(0.0, |t| t.as_secs_f64());
@@ -136,10 +141,29 @@ fn execute_within(
             let _ = tx.send(sql::execute(&plan, m.as_ref(), limits));
         })
         .map_err(|e| Error::Internal(format!("cannot start the query: {e}")))?;
-    let grace = std::time::Duration::from_millis(50) + left / 20;
-    match rx.recv_timeout(left + grace) {
-        Ok(r) => Ok(r?),
-        Err(_) => Err(SqlError::Timeout { seconds }.into()),
+    let started = Instant::now();
+    let deadline = started + left + Duration::from_millis(50) + left / 20;
+    let mut progress = out.progress("query: rows scanned");
+    loop {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        if wait.is_zero() {
+            return Err(SqlError::Timeout { seconds }.into());
+        }
+        match rx.recv_timeout(wait.min(Duration::from_millis(250))) {
+            Ok(r) => {
+                progress.finish();
+                return Ok(r?);
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if started.elapsed() >= Duration::from_secs(2) {
+                    let rows = crate::util::stats::get(crate::util::stats::Counter::RowsScanned);
+                    progress.tick(rows, None);
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(Error::Internal("the query stopped without a result".into()));
+            }
+        }
     }
 }
 
