@@ -370,6 +370,10 @@ pub struct Grouper {
     conv: RowConverter,
     index: FastMap<Box<[u8]>, usize>,
     first_rows: Vec<Box<[u8]>>,
+    /// One text key (a name, an id): grouped by the text itself, without
+    /// encoding rows; the NULL key is a group of its own.
+    text_index: Option<FastMap<Box<str>, usize>>,
+    null_group: Option<usize>,
     n_groups: usize,
     key_bytes: usize,
     gids: Vec<usize>,
@@ -400,6 +404,7 @@ impl Grouper {
                 .map(|t| SortField::new(t.clone()))
                 .collect(),
         )?;
+        let text = key_types == [DataType::Utf8];
         let n_groups = usize::from(group.is_empty());
         let mut accs: Vec<Acc> = aggs.iter().map(Acc::new).collect();
         for a in &mut accs {
@@ -411,6 +416,8 @@ impl Grouper {
             conv,
             index: FastMap::default(),
             first_rows: Vec::new(),
+            text_index: text.then(FastMap::default),
+            null_group: None,
             n_groups,
             key_bytes: 0,
             gids: Vec::new(),
@@ -456,21 +463,10 @@ impl Grouper {
                     }
                 })
                 .collect::<Result<Vec<_>, SqlError>>()?;
-            let rows = self.conv.convert_columns(&keys)?;
-            for i in 0..rows_n {
-                let r = rows.row(i);
-                let bytes: &[u8] = r.as_ref();
-                let id = if let Some(&g) = self.index.get(bytes) {
-                    g
-                } else {
-                    let g = self.n_groups;
-                    self.n_groups += 1;
-                    self.index.insert(bytes.into(), g);
-                    self.first_rows.push(bytes.into());
-                    self.key_bytes += bytes.len();
-                    g
-                };
-                self.gids.push(id);
+            if self.text_index.is_some() {
+                self.group_text(keys[0].as_string::<i32>());
+            } else {
+                self.group_rows(&keys)?;
             }
             for a in &mut self.accs {
                 a.resize(self.n_groups);
@@ -495,10 +491,61 @@ impl Grouper {
         Ok(())
     }
 
+    /// Group ids of one text key column.
+    fn group_text(&mut self, a: &arrow::array::StringArray) {
+        let index = self.text_index.as_mut().expect("text keys");
+        for i in 0..a.len() {
+            let known = if a.is_null(i) {
+                self.null_group
+            } else {
+                index.get(a.value(i)).copied()
+            };
+            let id = known.unwrap_or_else(|| {
+                let g = self.n_groups;
+                self.n_groups += 1;
+                if a.is_null(i) {
+                    self.null_group = Some(g);
+                } else {
+                    index.insert(a.value(i).into(), g);
+                    self.key_bytes += a.value(i).len();
+                }
+                g
+            });
+            self.gids.push(id);
+        }
+    }
+
+    /// Group ids of row-encoded keys.
+    fn group_rows(&mut self, keys: &[ArrayRef]) -> Result<(), SqlError> {
+        let rows = self.conv.convert_columns(keys)?;
+        for i in 0..rows.num_rows() {
+            let r = rows.row(i);
+            let bytes: &[u8] = r.as_ref();
+            let id = if let Some(&g) = self.index.get(bytes) {
+                g
+            } else {
+                let g = self.n_groups;
+                self.n_groups += 1;
+                self.index.insert(bytes.into(), g);
+                self.first_rows.push(bytes.into());
+                self.key_bytes += bytes.len();
+                g
+            };
+            self.gids.push(id);
+        }
+        Ok(())
+    }
+
     /// The groups and their aggregates, under `schema`.
     pub fn finish(self, schema: &SchemaRef, aggs: &[AggCall]) -> Result<RecordBatch, SqlError> {
         let mut cols: Vec<ArrayRef> = if self.key_types.is_empty() {
             Vec::new()
+        } else if let Some(index) = &self.text_index {
+            let mut keys: Vec<Option<&str>> = vec![None; self.n_groups];
+            for (k, &g) in index {
+                keys[g] = Some(k);
+            }
+            vec![Arc::new(StringArray::from(keys)) as ArrayRef]
         } else {
             let parser = self.conv.parser();
             let rows = self.first_rows.iter().map(|r| parser.parse(r));
