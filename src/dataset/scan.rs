@@ -326,7 +326,7 @@ impl Mounts {
         post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
         check: &(dyn Fn() -> Result<(), SqlError> + Sync),
     ) -> Result<Vec<RecordBatch>, SqlError> {
-        let idx = column_indexes(table, columns)?;
+        let idx = table.indexes_of(columns).map_err(SqlError::Internal)?;
         let scan = DocumentScan {
             table,
             columns: &idx,
@@ -349,7 +349,9 @@ impl Mounts {
         only: &(dyn Fn(&Source) -> bool + Sync),
         post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
     ) -> Result<Vec<RecordBatch>, SqlError> {
-        let idx = column_indexes(Table::Steps, columns)?;
+        let idx = Table::Steps
+            .indexes_of(columns)
+            .map_err(SqlError::Internal)?;
         let scan = DocumentScan {
             table: Table::Steps,
             columns: &idx,
@@ -394,17 +396,4 @@ impl Mounts {
         }
         Ok(all)
     }
-}
-
-/// Indexes of the columns `names` of `table`.
-fn column_indexes(table: Table, names: &[&str]) -> Result<Vec<usize>, SqlError> {
-    let cols = table.columns();
-    names
-        .iter()
-        .map(|n| {
-            cols.iter()
-                .position(|c| c.name == *n)
-                .ok_or_else(|| SqlError::Internal(format!("no column {n} in {}", table.name())))
-        })
-        .collect()
 }

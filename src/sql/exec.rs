@@ -223,7 +223,10 @@ fn build<'s, 'env>(
                 .as_ref()
                 .map(|f| materialise(f.clone(), ctx))
                 .transpose()?,
-            schema: schema.clone(),
+            schema: match needed {
+                Some(_) => ops::nullable(schema),
+                None => schema.clone(),
+            },
             keep: needed,
             mem: mem("join build side"),
             build: None,

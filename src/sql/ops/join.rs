@@ -27,7 +27,8 @@ pub struct HashJoinOp<'s> {
     pub filter: Option<Expr>,
     pub schema: SchemaRef,
     /// The output columns read above the join (all when `None`); the
-    /// others come out as NULLs, not gathered.
+    /// others come out as NULLs, not gathered, and `schema` is then
+    /// all nullable.
     pub keep: Option<Vec<bool>>,
     pub mem: Reservation<'s>,
     pub build: Option<Build>,
@@ -232,7 +233,7 @@ fn probe(
 }
 
 /// The joined rows: left row `li[k]` beside right row `ri[k]`. Columns
-/// `keep` leaves out are NULL (under a schema that allows it).
+/// `keep` leaves out are NULL (`schema` must then allow it).
 fn gather(
     l: &RecordBatch,
     r: &RecordBatch,
@@ -256,16 +257,10 @@ fn gather(
             cols.push(take(c, idx, None)?);
         }
     }
-    let schema = match keep {
-        Some(_) => std::sync::Arc::new(arrow::datatypes::Schema::new(
-            schema
-                .fields()
-                .iter()
-                .map(|f| f.as_ref().clone().with_nullable(true))
-                .collect::<Vec<_>>(),
-        )),
-        None => schema.clone(),
-    };
     let options = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(n));
-    Ok(RecordBatch::try_new_with_options(schema, cols, &options)?)
+    Ok(RecordBatch::try_new_with_options(
+        schema.clone(),
+        cols,
+        &options,
+    )?)
 }

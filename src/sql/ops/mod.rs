@@ -92,6 +92,18 @@ impl<'s> Reservation<'s> {
     }
 }
 
+/// `schema` with every column nullable: for an operator that leaves the
+/// columns nothing reads as NULLs.
+pub fn nullable(schema: &SchemaRef) -> SchemaRef {
+    std::sync::Arc::new(arrow::datatypes::Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect::<Vec<_>>(),
+    ))
+}
+
 /// One batch holding all input rows.
 pub fn concat(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecordBatch, SqlError> {
     Ok(concat_batches(schema, batches)?)

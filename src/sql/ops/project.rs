@@ -1,7 +1,7 @@
 //! Project: compute the output columns of each batch.
 
 use arrow::array::new_null_array;
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::datatypes::SchemaRef;
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
 use super::super::expr::{cast_array, eval};
@@ -28,13 +28,7 @@ impl<'s> ProjectOp<'s> {
     ) -> Self {
         // Columns left out are NULL, which the declared schema may refuse.
         let schema = match &needed {
-            Some(_) => std::sync::Arc::new(Schema::new(
-                schema
-                    .fields()
-                    .iter()
-                    .map(|f| f.as_ref().clone().with_nullable(true))
-                    .collect::<Vec<_>>(),
-            )),
+            Some(_) => super::nullable(&schema),
             None => schema,
         };
         ProjectOp {

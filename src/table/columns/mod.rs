@@ -163,6 +163,17 @@ impl Table {
         self.columns().iter().position(|c| c.name == name)
     }
 
+    /// Indexes of the columns `names`; the error names the first missing.
+    pub fn indexes_of(self, names: &[&str]) -> Result<Vec<usize>, String> {
+        names
+            .iter()
+            .map(|n| {
+                self.index_of(n)
+                    .ok_or_else(|| format!("no column {n} in {}", self.name()))
+            })
+            .collect()
+    }
+
     /// The Arrow schema of the relation (with `source_path`).
     pub fn schema(self) -> SchemaRef {
         schema_of(self.columns())

@@ -125,8 +125,12 @@ impl Doc {
                 let Some(d) = file.docs.get(*index) else {
                     return Err(Error::Internal("decoded document missing".into()));
                 };
-                let step_idx = column_indices(Table::Steps, &STEP_COLUMNS)?;
-                let call_idx = column_indices(Table::ToolCalls, &CALL_COLUMNS)?;
+                let step_idx = Table::Steps
+                    .indexes_of(&STEP_COLUMNS)
+                    .map_err(Error::Internal)?;
+                let call_idx = Table::ToolCalls
+                    .indexes_of(&CALL_COLUMNS)
+                    .map_err(Error::Internal)?;
                 let mut steps = crate::table::TableBuilder::new(Table::Steps, Some(&step_idx));
                 let mut calls = crate::table::TableBuilder::new(Table::ToolCalls, Some(&call_idx));
                 steps.push_turns(source, d, *ordinal, range.clone());
@@ -345,7 +349,7 @@ fn read_body(
             let schema = match batches.first() {
                 Some(b) => b.schema(),
                 None => {
-                    let idx = column_indices(table, cols)?;
+                    let idx = table.indexes_of(cols).map_err(Error::Internal)?;
                     crate::table::TableBuilder::new(table, Some(&idx)).schema()
                 }
             };
@@ -456,18 +460,6 @@ pub(super) fn read_documents(
         .map_err(read_failure)?;
     ctx.check()?;
     Ok(())
-}
-
-fn column_indices(table: Table, names: &[&str]) -> Result<Vec<usize>, Error> {
-    let cols = table.columns();
-    names
-        .iter()
-        .map(|n| {
-            cols.iter()
-                .position(|c| c.name == *n)
-                .ok_or_else(|| Error::Internal(format!("no column {n} in {}", table.name())))
-        })
-        .collect()
 }
 
 fn load_doc(
