@@ -269,8 +269,8 @@ pub struct AnalysisArgs {
     /// Largest intermediate state (bytes) one operator may hold.
     #[arg(long, value_name = "BYTES", default_value_t = 2 * 1024 * 1024 * 1024)]
     pub memory_budget: u64,
-    /// Bytes of temporary files a sort past --memory-budget may write
-    /// (under TMPDIR, removed when the command ends); 0 never spills.
+    /// Bytes of temporary files a sort or GROUP BY past --memory-budget may
+    /// write (under TMPDIR, removed when the command ends); 0 never spills.
     #[arg(long, value_name = "BYTES", default_value_t = crate::sql::DEFAULT_SPILL_LIMIT)]
     pub spill_limit: u64,
     /// Largest single JSON document or line accepted, in bytes.
@@ -512,8 +512,8 @@ pub struct QueryArgs {
     /// Largest intermediate state (bytes) one operator may hold.
     #[arg(long, value_name = "BYTES", default_value_t = 2 * 1024 * 1024 * 1024)]
     pub memory_budget: u64,
-    /// Bytes of temporary files a sort past --memory-budget may write
-    /// (under TMPDIR, removed when the command ends); 0 never spills.
+    /// Bytes of temporary files a sort or GROUP BY past --memory-budget may
+    /// write (under TMPDIR, removed when the command ends); 0 never spills.
     #[arg(long, value_name = "BYTES", default_value_t = crate::sql::DEFAULT_SPILL_LIMIT)]
     pub spill_limit: u64,
     /// Largest single JSON document or line accepted, in bytes.

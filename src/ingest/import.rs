@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use serde_json::{json, Value};
 
 use super::{ImportInput, ImportOptions, IngestError as Error};
-use crate::catalog::read::{read_source, ReadFailure};
+use crate::catalog::read::{read_file, ReadFailure};
 use crate::catalog::{discover, CatalogError, DiscoveryLimits, Source, SourceStatus};
 use crate::formats::model::Storyline;
 use crate::formats::{DecodeOptions, Diagnostic, FormatError, SourceFormat};
@@ -213,6 +213,34 @@ impl Drop for ImportLock {
 
 /// Files per parallel decoding round.
 const CHUNK: usize = 64;
+/// Input bytes per parallel decoding round (a larger file is a round of
+/// its own): decoded documents take several times their file's size, and a
+/// round's are all held until they are written.
+const ROUND_BYTES: u64 = 16 << 20;
+
+/// Consecutive rounds of at most [`CHUNK`] files and [`ROUND_BYTES`] bytes
+/// (at least one file each), in order.
+fn rounds<T>(sources: &[T], size: impl Fn(&T) -> u64) -> impl Iterator<Item = &[T]> {
+    let mut rest = sources;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut bytes = 0u64;
+        let n = rest
+            .iter()
+            .take(CHUNK)
+            .take_while(|s| {
+                bytes += size(s);
+                bytes <= ROUND_BYTES
+            })
+            .count()
+            .max(1);
+        let (round, tail) = rest.split_at(n);
+        rest = tail;
+        Some(round)
+    })
+}
 
 /// Run the command.
 /// Create the store `s` names from its input; returns the JSON report the
@@ -302,7 +330,7 @@ pub fn import(s: &ImportOptions, out: &dyn Notes) -> Result<Value, Error> {
     let mut generated_ids = 0u64;
     let mut progress = out.progress("decoding files");
     let mut done = 0u64;
-    for chunk in sources.chunks(CHUNK) {
+    for chunk in rounds(&sources, |s| s.size) {
         let decoded: Vec<(
             String,
             Result<(Vec<Storyline>, Vec<Diagnostic>, u64), Error>,
@@ -310,7 +338,7 @@ pub fn import(s: &ImportOptions, out: &dyn Notes) -> Result<Value, Error> {
             .par_iter()
             .map(|src| {
                 let mut docs = Vec::new();
-                let r = read_source(src, opts, &mut |d| docs.push(d.clone()));
+                let r = read_file(src, opts, &mut |d| docs.push(d));
                 let r = match r {
                     Ok(read) => Ok((docs, read.diagnostics, read.generated_ids)),
                     Err(ReadFailure::Fatal(e)) => Err(Error::from(e)),
@@ -636,4 +664,25 @@ fn format_counts(sources: &[Source]) -> (String, String) {
         _ => flags.join(""),
     };
     (formats, choices)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_bound_files_and_bytes_and_keep_the_order() {
+        let mb = 1 << 20;
+        let sizes: Vec<u64> = vec![mb; 100];
+        let r: Vec<usize> = rounds(&sizes, |s| *s).map(<[u64]>::len).collect();
+        assert_eq!(r, vec![16, 16, 16, 16, 16, 16, 4]);
+        let small: Vec<u64> = vec![10; 130];
+        let r: Vec<usize> = rounds(&small, |s| *s).map(<[u64]>::len).collect();
+        assert_eq!(r, vec![64, 64, 2]);
+        // A file larger than a round is a round of its own.
+        let big = vec![10, 100 * mb, 10, 10];
+        let r: Vec<&[u64]> = rounds(&big, |s| *s).collect();
+        assert_eq!(r, vec![&[10][..], &[100 * mb][..], &[10, 10][..]]);
+        assert_eq!(rounds(&[] as &[u64], |s| *s).count(), 0);
+    }
 }

@@ -132,6 +132,12 @@ pub enum SqlError {
         /// The bound.
         limit: u64,
     },
+    /// Spill files could not be created, written or read back.
+    #[error("cannot spill past the memory budget: {message}; free space in the temporary directory, point TMPDIR at one with room, or raise --memory-budget")]
+    Spill {
+        /// What failed, with the path.
+        message: String,
+    },
     /// Too deeply nested.
     #[error("expression or query nested too deeply (limit {limit})")]
     TooDeep {
@@ -174,6 +180,7 @@ impl SqlError {
             SqlError::MemoryBudget { .. } | SqlError::SpillLimit { .. } => "PC-SQL-017",
             SqlError::TooDeep { .. } => "PC-SQL-018",
             SqlError::Cancelled => "PC-SQL-019",
+            SqlError::Spill { .. } => "PC-SQL-020",
             SqlError::Source { code, .. } => code,
             SqlError::Internal(_) => "PC-SQL-099",
         }

@@ -70,7 +70,7 @@ impl Spill {
     pub fn writer(&self, schema: &SchemaRef) -> Result<SpillWriter<'_>, SqlError> {
         let path = self.next_path()?;
         let file = File::create(&path).map_err(io)?;
-        let w = FileWriter::try_new(BufWriter::new(file), schema)?;
+        let w = FileWriter::try_new(BufWriter::new(file), schema).map_err(io)?;
         Ok(SpillWriter {
             spill: self,
             file: SpillFile { path },
@@ -98,8 +98,9 @@ impl Spill {
                 std::process::id(),
                 rand_suffix()
             ));
-            std::fs::create_dir_all(&d)
-                .map_err(|e| SqlError::Internal(format!("spill directory {}: {e}", d.display())))?;
+            std::fs::create_dir_all(&d).map_err(|e| SqlError::Spill {
+                message: format!("cannot create {}: {e}", d.display()),
+            })?;
             *dir = Some(d);
         }
         let n = self.files.fetch_add(1, Ordering::Relaxed);
@@ -132,8 +133,10 @@ fn slice_bytes(b: &RecordBatch) -> u64 {
         .sum()
 }
 
-fn io(e: std::io::Error) -> SqlError {
-    SqlError::Internal(format!("spill file: {e}"))
+fn io(e: impl std::fmt::Display) -> SqlError {
+    SqlError::Spill {
+        message: format!("spill file: {e}"),
+    }
 }
 
 /// A spill file being written.
@@ -148,12 +151,12 @@ impl SpillWriter<'_> {
     /// Append `b`; its size in memory counts against the limit as it goes.
     pub fn write(&mut self, b: &RecordBatch) -> Result<(), SqlError> {
         self.spill.charge(slice_bytes(b))?;
-        Ok(self.w.write(b)?)
+        self.w.write(b).map_err(io)
     }
 
     /// The file, complete.
     pub fn finish(mut self) -> Result<SpillFile, SqlError> {
-        self.w.finish()?;
+        self.w.finish().map_err(io)?;
         let bytes = std::fs::metadata(&self.file.path).map_err(io)?.len();
         crate::util::stats::add(crate::util::stats::Counter::SpillBytes, bytes);
         crate::util::stats::add(crate::util::stats::Counter::SpillFiles, 1);
@@ -169,9 +172,8 @@ pub struct SpillFile {
 impl SpillFile {
     /// Its batches, in the order written.
     pub fn read(&self) -> Result<FileReader<BufReader<File>>, SqlError> {
-        let f =
-            File::open(&self.path).map_err(|e| SqlError::Internal(format!("spill file: {e}")))?;
-        Ok(FileReader::try_new(BufReader::new(f), None)?)
+        let f = File::open(&self.path).map_err(io)?;
+        FileReader::try_new(BufReader::new(f), None).map_err(io)
     }
 }
 

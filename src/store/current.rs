@@ -8,12 +8,16 @@ use serde::{Deserialize, Serialize};
 
 use super::StoreError;
 
-/// The store layout version this build reads and writes. Version 2 added
+/// The store layout version this build writes. Version 2 added
 /// `origin_path` to every table, `storage_ordinal` to `steps` and
 /// `tool_calls` (documents are told apart by position, never by a renamed
 /// id), and the step times, role counts, model and first user message to
-/// `runs`.
-pub const STORE_SCHEMA_VERSION: u64 = 2;
+/// `runs`. Version 3 keeps the decoded text views `observation_text` and
+/// `results_text`, which readers of a version 2 store compute.
+pub const STORE_SCHEMA_VERSION: u64 = 3;
+
+/// The oldest store layout version this build reads.
+pub const OLDEST_READ_SCHEMA_VERSION: u64 = 2;
 
 /// What one commit pins.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,7 +101,7 @@ impl Current {
                     "store schema_version 1 predates this build (it has no origin paths or document positions); import the exchange files again".into(),
                 ));
             }
-            if c.schema_version != STORE_SCHEMA_VERSION {
+            if !(OLDEST_READ_SCHEMA_VERSION..=STORE_SCHEMA_VERSION).contains(&c.schema_version) {
                 return Err(StoreError::Current(format!(
                     "unsupported store schema_version {}",
                     c.schema_version

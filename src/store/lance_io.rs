@@ -70,6 +70,21 @@ impl RecordBatchReader for ChannelReader {
     }
 }
 
+/// Column bytes a table writer buffers per column before it writes a page.
+/// Lance's default (8 MiB) is held by every column of a file until the page
+/// fills, even small integer columns over millions of rows: a wide table
+/// would buffer hundreds of MiB whatever the size of the input.
+const PAGE_BUFFER_BYTES_PER_COLUMN: u64 = 2 << 20;
+
+/// The file writer options of a table with `schema`: a fixed buffer per
+/// column.
+fn file_writer_options(schema: &SchemaRef) -> lance_file::writer::FileWriterOptions {
+    lance_file::writer::FileWriterOptions {
+        data_cache_bytes: Some(PAGE_BUFFER_BYTES_PER_COLUMN * schema.fields().len().max(1) as u64),
+        ..Default::default()
+    }
+}
+
 /// Create a new Lance dataset at `path` from the batches the channel yields;
 /// returns its version.
 pub async fn create_table(path: &str, reader: ChannelReader) -> Result<u64, StoreError> {
@@ -77,6 +92,7 @@ pub async fn create_table(path: &str, reader: ChannelReader) -> Result<u64, Stor
         mode: WriteMode::Create,
         max_rows_per_file: 1 << 22,
         session: session_for(path)?,
+        file_writer_options: Some(file_writer_options(&reader.schema)),
         ..Default::default()
     };
     let ds = Dataset::write(reader, path, Some(params))
@@ -99,6 +115,7 @@ pub async fn append_table(
             WriteMode::Create
         },
         session: session_for(path)?,
+        file_writer_options: Some(file_writer_options(&reader.schema)),
         ..Default::default()
     };
     let ds = Dataset::write(reader, path, Some(params))

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::current::Committed;
 use super::lance_io::{count_rows, lance_err, runtime, scan, scan_stream};
 use super::objects::{load_objects, referenced_ids, resolve};
-use super::schema::{dir_name, table_schema};
+use super::schema::{dir_name, source_columns, table_schema, VIEWS_STORED_FROM};
 use super::StoreError;
 use crate::formats::model::{Storyline, ToolCall, Turn};
 use crate::table::Table;
@@ -56,6 +56,20 @@ impl StoreReader {
             base: base.trim_end_matches('/').to_string(),
             committed,
         }
+    }
+
+    /// The layout version of the snapshot (an empty store reads as the
+    /// current one).
+    fn layout(&self) -> u64 {
+        self.committed
+            .as_ref()
+            .map_or(super::current::STORE_SCHEMA_VERSION, |c| c.schema_version)
+    }
+
+    /// True when the derived text views are computed on read: the store's
+    /// layout predates keeping them.
+    fn derives_views(&self) -> bool {
+        self.layout() < VIEWS_STORED_FROM
     }
 
     fn table(&self, t: Table) -> Option<(String, u64)> {
@@ -150,9 +164,10 @@ impl StoreReader {
     /// derived text views computed from the raw columns they decode. Rows
     /// come in storage order.
     pub fn scan(&self, t: Table, columns: &[&str]) -> Result<Vec<RecordBatch>, StoreError> {
-        let read = physical(t, columns);
+        let derive = self.derives_views();
+        let read = physical(t, columns, derive);
         let Some((p, v)) = self.table(t) else {
-            let schema = table_schema(t);
+            let schema = table_schema(t, self.layout());
             let empty = RecordBatch::new_empty(Arc::new(
                 schema
                     .project(
@@ -163,12 +178,12 @@ impl StoreReader {
                     )
                     .map_err(|e| StoreError::Internal(e.to_string()))?,
             ));
-            return Ok(vec![with_views(t, columns, &empty)?]);
+            return Ok(vec![with_views(t, columns, &empty, derive)?]);
         };
         let batches = runtime().block_on(scan(&p, v, &read, None))?;
         self.resolve_objects(batches)?
             .iter()
-            .map(|b| with_views(t, columns, b))
+            .map(|b| with_views(t, columns, b, derive))
             .collect()
     }
 
@@ -195,12 +210,13 @@ impl StoreReader {
         let Some((p, v)) = self.table(t) else {
             return Ok(());
         };
-        let read = physical(t, columns);
+        let derive = self.derives_views();
+        let read = physical(t, columns, derive);
         let mut stream = runtime().block_on(scan_stream(&p, v, &read, filter, None))?;
         while let Some(b) = runtime().block_on(futures::StreamExt::next(&mut stream)) {
             let b = b.map_err(lance_err)?;
             for r in self.resolve_objects(vec![b])? {
-                each(with_views(t, columns, &r)?)?;
+                each(with_views(t, columns, &r, derive)?)?;
             }
         }
         Ok(())
@@ -353,11 +369,12 @@ impl StoreReader {
         mut keep: impl FnMut(&Storyline) -> bool,
         mut each: impl FnMut(Storyline, bool) -> Result<(), E>,
     ) -> Result<(), E> {
+        // The decoded text views are copies: documents are rebuilt without them.
         let all = |t: Table| -> Vec<String> {
-            table_schema(t)
-                .fields()
-                .iter()
-                .map(|f| f.name().clone())
+            let cols = t.columns();
+            source_columns(t)
+                .into_iter()
+                .map(|i| cols[i].name.to_string())
                 .collect()
         };
         let (runs_cols, steps_cols, calls_cols) = (
@@ -368,13 +385,16 @@ impl StoreReader {
         fn refs(v: &[String]) -> Vec<&str> {
             v.iter().map(String::as_str).collect()
         }
-        let mut a = Assembly::default();
-        a.add_runs(&self.scan(Table::Documents, &refs(&runs_cols))?)?;
-        a.skip = a
-            .docs
-            .iter()
-            .map(|d| d.as_ref().is_some_and(|d| !keep(d)))
-            .collect();
+        // `runs` is read as the steps and calls reach its rows: what is held
+        // is the documents not yet complete, never the store.
+        let mut a = Assembly {
+            runs: self.batches(Table::Documents, &refs(&runs_cols))?,
+            keep: &mut keep,
+            docs: HashMap::new(),
+            index: HashMap::new(),
+            turns: HashMap::new(),
+            skip: Vec::new(),
+        };
         let mut steps = self.batches(Table::Steps, &refs(&steps_cols))?;
         let mut calls = self.batches(Table::ToolCalls, &refs(&calls_cols))?;
         // A call row read but not yet attached (its document is still open).
@@ -391,12 +411,12 @@ impl StoreReader {
                     }
                     last
                 }
-                None => a.docs.len(),
+                None => a.load_all()?,
             };
             loop {
                 let next = match pending.take() {
                     Some(c) => Some(c),
-                    None => calls.next_call(&a)?,
+                    None => calls.next_call(&mut a)?,
                 };
                 let Some((di, ordinal, call)) = next else {
                     break;
@@ -459,7 +479,10 @@ impl Batches<'_> {
     }
 
     /// The next tool-call row, with its document position.
-    fn next_call(&mut self, a: &Assembly) -> Result<Option<(usize, i64, ToolCall)>, StoreError> {
+    fn next_call(
+        &mut self,
+        a: &mut Assembly<'_, '_>,
+    ) -> Result<Option<(usize, i64, ToolCall)>, StoreError> {
         while self.ready.is_empty() {
             let Some(b) = self.next_batch()? else {
                 return Ok(None);
@@ -583,13 +606,15 @@ impl Row<'_> {
     }
 }
 
-/// The stored columns to read for `columns`: a derived column is replaced by
-/// the columns it is computed from (each read once).
-fn physical<'a>(t: Table, columns: &[&'a str]) -> Vec<&'a str> {
+/// The stored columns to read for `columns`: when the store does not keep
+/// the derived views (`derive`), a derived column is replaced by the
+/// columns it is computed from (each read once).
+fn physical<'a>(t: Table, columns: &[&'a str], derive: bool) -> Vec<&'a str> {
     let defs = t.columns();
     let mut out: Vec<&'a str> = Vec::with_capacity(columns.len());
     for &c in columns {
-        match defs.iter().find(|d| d.name == c).and_then(|d| d.derived) {
+        let derived = defs.iter().find(|d| d.name == c).and_then(|d| d.derived);
+        match derived.filter(|_| derive) {
             Some(d) => {
                 for f in d.from {
                     if !out.contains(f) {
@@ -608,11 +633,22 @@ fn physical<'a>(t: Table, columns: &[&'a str]) -> Vec<&'a str> {
 }
 
 /// `columns` of `b` in that order, computing derived columns from the raw
-/// text of the columns they decode. A batch without derived columns asked
-/// for is returned as read.
-fn with_views(t: Table, columns: &[&str], b: &RecordBatch) -> Result<RecordBatch, StoreError> {
+/// text of the columns they decode when the store does not keep them
+/// (`derive`). A batch without derived columns to compute is returned as
+/// read.
+fn with_views(
+    t: Table,
+    columns: &[&str],
+    b: &RecordBatch,
+    derive: bool,
+) -> Result<RecordBatch, StoreError> {
     let defs = t.columns();
-    let derived = |c: &str| defs.iter().find(|d| d.name == c).and_then(|d| d.derived);
+    let derived = |c: &str| {
+        defs.iter()
+            .find(|d| d.name == c)
+            .and_then(|d| d.derived)
+            .filter(|_| derive)
+    };
     if columns.iter().all(|c| derived(c).is_none()) {
         return Ok(b.clone());
     }
@@ -757,11 +793,16 @@ fn call_of(r: &Row<'_>) -> Result<(i64, i64, ToolCall), StoreError> {
     Ok((doc, ordinal, call))
 }
 
-/// Documents being reassembled: runs rows first, then steps and calls
+/// Documents being reassembled: runs rows as they are reached, then steps and calls
 /// attached by document position (ids may repeat) and turn ordinal.
-#[derive(Default)]
-struct Assembly {
-    docs: Vec<Option<Storyline>>,
+struct Assembly<'r, 'k> {
+    /// The `runs` rows not read yet.
+    runs: Batches<'r>,
+    /// Which documents to build (see [`StoreReader::documents_selected`]).
+    keep: &'k mut dyn FnMut(&Storyline) -> bool,
+    /// Documents read and not handed out yet, by position.
+    docs: HashMap<usize, Storyline>,
+    /// Position by storage ordinal, of every document read.
     index: HashMap<i64, usize>,
     /// Turn positions by ordinal, per document not yet handed out.
     turns: HashMap<usize, HashMap<i64, usize>>,
@@ -769,29 +810,49 @@ struct Assembly {
     skip: Vec<bool>,
 }
 
-impl Assembly {
-    fn add_runs(&mut self, batches: &[RecordBatch]) -> Result<(), StoreError> {
-        for r in rows(batches) {
+impl Assembly<'_, '_> {
+    /// Read the next batch of `runs`; false at its end.
+    fn load_batch(&mut self) -> Result<bool, StoreError> {
+        let Some(b) = self.runs.next_batch()? else {
+            return Ok(false);
+        };
+        for r in rows(std::slice::from_ref(&b)) {
             let (ordinal, d) = run_doc(&r)?;
-            if self.index.insert(ordinal, self.docs.len()).is_some() {
+            let at = self.skip.len();
+            if self.index.insert(ordinal, at).is_some() {
                 return Err(StoreError::Corrupt(format!(
                     "two documents at position {ordinal}"
                 )));
             }
-            self.docs.push(Some(d));
+            self.skip.push(!(self.keep)(&d));
+            self.docs.insert(at, d);
         }
-        Ok(())
+        Ok(true)
     }
 
-    fn position(&self, doc: i64, what: &str) -> Result<usize, StoreError> {
-        self.index
-            .get(&doc)
-            .copied()
-            .ok_or_else(|| StoreError::Corrupt(format!("{what} of no document (position {doc})")))
+    /// Read the rest of `runs`; returns the number of documents.
+    fn load_all(&mut self) -> Result<usize, StoreError> {
+        while self.load_batch()? {}
+        Ok(self.skip.len())
+    }
+
+    /// The position of the document at storage ordinal `doc`, reading
+    /// `runs` up to it.
+    fn position(&mut self, doc: i64, what: &str) -> Result<usize, StoreError> {
+        loop {
+            if let Some(&at) = self.index.get(&doc) {
+                return Ok(at);
+            }
+            if !self.load_batch()? {
+                return Err(StoreError::Corrupt(format!(
+                    "{what} of no document (position {doc})"
+                )));
+            }
+        }
     }
 
     fn doc(&mut self, di: usize) -> Result<&mut Storyline, StoreError> {
-        self.docs[di].as_mut().ok_or_else(|| {
+        self.docs.get_mut(&di).ok_or_else(|| {
             StoreError::Corrupt("rows of one document are not contiguous in storage order".into())
         })
     }
@@ -830,6 +891,6 @@ impl Assembly {
     /// Hand out document `di` (it gets no more rows).
     fn take(&mut self, di: usize) -> Option<Storyline> {
         self.turns.remove(&di);
-        self.docs[di].take()
+        self.docs.remove(&di)
     }
 }

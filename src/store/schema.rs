@@ -22,19 +22,36 @@ pub fn dir_name(t: Table) -> &'static str {
     }
 }
 
-/// Indexes into the logical table's columns that the store keeps: all but
-/// `source_path` (a store is one Source) and the derived text views (read
-/// from the raw columns they decode).
-pub fn stored_columns(t: Table) -> Vec<usize> {
+/// The first store layout that keeps the derived text views
+/// (`observation_text`, `results_text`) as columns. Stores of layout 2 do
+/// not; their readers compute the views from the raw JSON columns.
+pub const VIEWS_STORED_FROM: u64 = 3;
+
+/// Indexes into the logical table's columns that documents are rebuilt
+/// from: all but `source_path` (a store is one Source) and the derived text
+/// views (decoded copies of other columns).
+pub fn source_columns(t: Table) -> Vec<usize> {
     let cols = t.columns();
-    (1..cols.len()).filter(|&i| cols[i].is_stored()).collect()
+    (1..cols.len())
+        .filter(|&i| cols[i].derived.is_none())
+        .collect()
 }
 
-/// The stored schema of a table.
-pub fn table_schema(t: Table) -> SchemaRef {
+/// Indexes into the logical table's columns that a store of `layout`
+/// keeps: the source columns, and from [`VIEWS_STORED_FROM`] the derived
+/// text views too, so that searching tool output does not decode JSON.
+pub fn stored_columns(t: Table, layout: u64) -> Vec<usize> {
+    if layout < VIEWS_STORED_FROM {
+        return source_columns(t);
+    }
+    (1..t.columns().len()).collect()
+}
+
+/// The stored schema of a table in a store of `layout`.
+pub fn table_schema(t: Table, layout: u64) -> SchemaRef {
     let cols = t.columns();
     Arc::new(Schema::new(
-        stored_columns(t)
+        stored_columns(t, layout)
             .into_iter()
             .map(|i| Field::new(cols[i].name, cols[i].ty.arrow(), cols[i].nullable))
             .collect::<Vec<_>>(),

@@ -52,6 +52,8 @@ pub struct StoreWriter {
     senders: Vec<SyncSender<arrow::record_batch::RecordBatch>>,
     worker: Option<JoinHandle<Result<Versions, StoreError>>>,
     objects: ObjectSink,
+    /// Store layout version written.
+    layout: u64,
     sent: [bool; 4],
     ordinal: usize,
     summary: WriteSummary,
@@ -77,6 +79,12 @@ fn table_path(root: &Path, generation: &str, t: Table) -> String {
 impl StoreWriter {
     /// Start a store at `root` (created; it must not exist).
     pub fn create(root: &Path) -> Result<Self, StoreError> {
+        Self::create_layout(root, STORE_SCHEMA_VERSION)
+    }
+
+    /// [`StoreWriter::create`] for a given layout version: older layouts
+    /// are written only to test that they stay readable.
+    fn create_layout(root: &Path, layout: u64) -> Result<Self, StoreError> {
         let io =
             |e: std::io::Error| StoreError::Io(format!("cannot create {}: {e}", root.display()));
         std::fs::create_dir(root).map_err(io)?;
@@ -90,7 +98,7 @@ impl StoreWriter {
             readers.push((
                 table_path(root, &generation, t),
                 ChannelReader {
-                    schema: table_schema(t),
+                    schema: table_schema(t, layout),
                     rx,
                 },
             ));
@@ -129,7 +137,7 @@ impl StoreWriter {
             .map_err(|e| StoreError::Io(e.to_string()))?;
         let builders = STORE_TABLES
             .iter()
-            .map(|&t| TableBuilder::new(t, Some(&stored_columns(t))))
+            .map(|&t| TableBuilder::new(t, Some(&stored_columns(t, layout))))
             .collect();
         Ok(StoreWriter {
             root: root.to_path_buf(),
@@ -138,6 +146,7 @@ impl StoreWriter {
             senders,
             worker: Some(worker),
             objects: ObjectSink::default(),
+            layout,
             sent: [false; 4],
             ordinal: 0,
             summary: WriteSummary::default(),
@@ -227,7 +236,7 @@ impl StoreWriter {
             None
         };
         let committed = Committed {
-            schema_version: STORE_SCHEMA_VERSION,
+            schema_version: self.layout,
             generation: self.generation.clone(),
             parent_generation: None,
             table_generation: self.generation.clone(),
@@ -334,7 +343,7 @@ pub fn maintain(root: &Path, options: &MaintainOptions) -> Result<MaintainReport
             }
             let mut refs = HashSet::new();
             if options.gc_objects && c.objects_version.is_some() {
-                let cols: Vec<String> = table_schema(t)
+                let cols: Vec<String> = table_schema(t, c.schema_version)
                     .fields()
                     .iter()
                     .filter(|f| f.data_type() == &arrow::datatypes::DataType::Utf8)
@@ -387,8 +396,9 @@ pub fn maintain(root: &Path, options: &MaintainOptions) -> Result<MaintainReport
         report.objects_removed = removed;
     }
     let generation = new_generation(cur.revision + 1);
+    // Maintenance rewrites fragments, not columns: the layout stays.
     let committed = Committed {
-        schema_version: STORE_SCHEMA_VERSION,
+        schema_version: c.schema_version,
         generation: generation.clone(),
         parent_generation: Some(c.generation.clone()),
         table_generation: c.table_generation.clone(),
@@ -426,4 +436,90 @@ pub fn maintain(root: &Path, options: &MaintainOptions) -> Result<MaintainReport
         report.versions_removed += removed;
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::{decode_bytes, DecodeCtx, DecodeOptions};
+    use crate::store::{StoreReader, StorylineLanceStore};
+    use arrow::array::AsArray;
+
+    /// Real terminal-agent output: tool results with ANSI colours and
+    /// escaped newlines.
+    fn harbor_docs() -> Vec<Storyline> {
+        let mut docs = Vec::new();
+        for f in [
+            "openhands_hello-world.trajectory.json",
+            "terminus_2_hello-world-timeout.trajectory.json",
+        ] {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/harbor")
+                .join(f);
+            let bytes = std::fs::read(path).unwrap();
+            let mut ctx = DecodeCtx::new(f);
+            decode_bytes(&bytes, DecodeOptions::full(1 << 30), &mut ctx, &mut |d| {
+                docs.push(d)
+            })
+            .unwrap();
+        }
+        docs
+    }
+
+    fn write(root: &Path, layout: u64) -> StoreReader {
+        let mut w = StoreWriter::create_layout(root, layout).unwrap();
+        for d in harbor_docs() {
+            w.push(d).unwrap();
+        }
+        w.finish().unwrap();
+        StorylineLanceStore::open(root).unwrap().reader().unwrap()
+    }
+
+    fn texts(r: &StoreReader, t: Table, col: &str) -> Vec<Option<String>> {
+        let mut out = Vec::new();
+        for b in r.scan(t, &[col]).unwrap() {
+            let a = b.column(0).as_string::<i32>();
+            out.extend(a.iter().map(|v| v.map(str::to_string)));
+        }
+        out
+    }
+
+    fn stored_names(root: &Path, t: Table) -> Vec<String> {
+        let c = StorylineLanceStore::open(root)
+            .unwrap()
+            .current()
+            .committed
+            .clone()
+            .unwrap();
+        let v = match t {
+            Table::Steps => c.steps_version,
+            _ => c.tool_calls_version,
+        };
+        let path = table_path(root, &c.table_generation, t);
+        let ds = runtime()
+            .block_on(super::super::lance_io::open_at(&path, v))
+            .unwrap();
+        ds.schema().fields.iter().map(|f| f.name.clone()).collect()
+    }
+
+    #[test]
+    fn text_views_are_stored_and_an_older_layout_computes_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let (new, old) = (dir.path().join("v3"), dir.path().join("v2"));
+        let r3 = write(&new, STORE_SCHEMA_VERSION);
+        let r2 = write(&old, 2);
+        // Terminal output, decoded: escaped newlines are newlines again.
+        let obs = texts(&r3, Table::Steps, "observation_text");
+        assert!(obs.iter().flatten().any(|s| s.contains('\n')));
+        for (t, col) in [
+            (Table::Steps, "observation_text"),
+            (Table::ToolCalls, "results_text"),
+        ] {
+            assert!(stored_names(&new, t).iter().any(|n| n == col), "{col}");
+            assert!(!stored_names(&old, t).iter().any(|n| n == col), "{col}");
+            let (a, b) = (texts(&r3, t, col), texts(&r2, t, col));
+            assert_eq!(a, b, "{col}");
+            assert!(a.iter().flatten().any(|s| !s.is_empty()), "{col}: text");
+        }
+    }
 }

@@ -765,10 +765,13 @@ fn status_of(e: &Error) -> u16 {
         Error::Sql(S::Timeout { .. }) => 504,
         // As nginx logs a request whose client closed the connection.
         Error::Sql(S::Cancelled) => 499,
-        Error::Sql(S::TooManyRows { .. } | S::OutputTooLarge { .. } | S::MemoryBudget { .. }) => {
-            422
-        }
-        Error::Sql(S::Source { .. } | S::Internal(_)) => 500,
+        Error::Sql(
+            S::TooManyRows { .. }
+            | S::OutputTooLarge { .. }
+            | S::MemoryBudget { .. }
+            | S::SpillLimit { .. },
+        ) => 422,
+        Error::Sql(S::Source { .. } | S::Spill { .. } | S::Internal(_)) => 500,
         Error::Sql(_) => 400,
         Error::Find(crate::find::FindError::Resource { .. }) => 422,
         Error::Find(crate::find::FindError::IndexUnavailable { .. }) => 503,

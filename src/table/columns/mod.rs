@@ -65,8 +65,8 @@ pub struct Column {
     /// Computes the cell from a row.
     pub(crate) get: for<'a> fn(&RowCtx<'a>) -> Cell<'a>,
     /// For a column computed from other columns' stored text (a decoded view
-    /// of raw JSON): how. Such columns are not written to stores; readers of
-    /// a store compute them from the columns they derive from.
+    /// of raw JSON): how. Stores keep such columns from layout 3 on; readers
+    /// of an older store compute them from the columns they derive from.
     pub derived: Option<Derived>,
 }
 
@@ -80,11 +80,6 @@ pub struct Derived {
 }
 
 impl Column {
-    /// True when stores keep this column (it is not derived).
-    pub fn is_stored(&self) -> bool {
-        self.derived.is_none()
-    }
-
     const fn derived_from(mut self, d: Derived) -> Column {
         self.derived = Some(d);
         self

@@ -209,6 +209,33 @@ fn a_sort_past_the_budget_spills_the_same_rows_and_leaves_nothing() {
         assert!(out.starts_with("{\"error\""), "{out}");
         assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 1);
     }
+
+    // Nowhere to spill (TMPDIR is a file): its own code, the path named.
+    let not_dir = env.path().join("not-a-dir");
+    std::fs::write(&not_dir, b"").unwrap();
+    let o = env
+        .cmd()
+        .env("TMPDIR", &not_dir)
+        .args([
+            "query",
+            d,
+            "SELECT step_id FROM steps ORDER BY step_id DESC, source_path",
+            "--format",
+            "jsonl",
+            "-q",
+            "--memory-budget",
+            "2000000",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("PC-SQL-020") && err.contains("not-a-dir"),
+        "{err}"
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(out.lines().count(), 1, "{out}");
 }
 
 #[test]
