@@ -350,8 +350,8 @@ impl StoreReader {
     }
 
     /// Rebuild every document in storage order, handing each to `each` as
-    /// soon as its rows have been read: memory holds the `runs` rows and a
-    /// window of steps, not the whole store.
+    /// soon as its rows have been read: memory holds the documents not yet
+    /// complete and a window of rows, not the whole store.
     pub fn documents_each<E: From<StoreError>>(
         &self,
         mut each: impl FnMut(Storyline) -> Result<(), E>,

@@ -459,7 +459,7 @@ mod tests {
             let bytes = std::fs::read(path).unwrap();
             let mut ctx = DecodeCtx::new(f);
             decode_bytes(&bytes, DecodeOptions::full(1 << 30), &mut ctx, &mut |d| {
-                docs.push(d)
+                docs.push(d);
             })
             .unwrap();
         }
