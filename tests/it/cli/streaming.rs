@@ -177,23 +177,21 @@ fn a_sort_past_the_budget_spills_the_same_rows_and_leaves_nothing() {
         .collect();
     assert_eq!(left, vec![live.file_name().unwrap().to_owned()]);
 
+    // `sql` past a 2 MB budget, spilling under `tmpdir`.
+    let spilling = |tmpdir: &Path, sql: &str| {
+        env.cmd()
+            .env("TMPDIR", tmpdir)
+            .args(["query", d, sql, "--format", "jsonl", "-q"])
+            .args(["--memory-budget", "2000000"])
+            .output()
+            .unwrap()
+    };
     // A LIMIT too large to hold spills the same way.
-    let o = env
-        .cmd()
-        .env("TMPDIR", &tmp)
-        .args([
-            "query",
-            d,
-            "SELECT source_path, document_id, step_id FROM steps \
-             ORDER BY step_id DESC, source_path, document_id LIMIT 5 OFFSET 30000",
-            "--format",
-            "jsonl",
-            "-q",
-            "--memory-budget",
-            "2000000",
-        ])
-        .output()
-        .unwrap();
+    let o = spilling(
+        &tmp,
+        "SELECT source_path, document_id, step_id FROM steps \
+         ORDER BY step_id DESC, source_path, document_id LIMIT 5 OFFSET 30000",
+    );
     assert_eq!(lines(&o), &whole[30_000..30_005]);
 
     // Past both limits: PC-SQL-017, and still nothing left behind.
@@ -213,21 +211,10 @@ fn a_sort_past_the_budget_spills_the_same_rows_and_leaves_nothing() {
     // Nowhere to spill (TMPDIR is a file): its own code, the path named.
     let not_dir = env.path().join("not-a-dir");
     std::fs::write(&not_dir, b"").unwrap();
-    let o = env
-        .cmd()
-        .env("TMPDIR", &not_dir)
-        .args([
-            "query",
-            d,
-            "SELECT step_id FROM steps ORDER BY step_id DESC, source_path",
-            "--format",
-            "jsonl",
-            "-q",
-            "--memory-budget",
-            "2000000",
-        ])
-        .output()
-        .unwrap();
+    let o = spilling(
+        &not_dir,
+        "SELECT step_id FROM steps ORDER BY step_id DESC, source_path",
+    );
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
