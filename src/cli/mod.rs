@@ -635,6 +635,8 @@ pub struct StatusArgs {
 
 /// Entry point used by `main`: parse, run, report, exit.
 pub fn main() -> ExitCode {
+    // Before any thread starts: the process's environment is set here.
+    crate::util::rt::share_cores_with_lance();
     run_with_args(std::env::args_os()).into()
 }
 

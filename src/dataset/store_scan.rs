@@ -11,6 +11,7 @@ use arrow::record_batch::RecordBatch;
 use crate::catalog::Source;
 use crate::sql::SqlError;
 use crate::table::{Table, TableBuilder};
+use crate::util::ordered::OrderedMap;
 
 impl Mounts {
     /// Read `scan` over one store: its stored columns at the pinned
@@ -35,10 +36,22 @@ impl Mounts {
             emitted = true;
             emit(b).map_err(ScanError::Sql)
         };
-        let scanned = match scan.call_output {
-            Some(name) => scan_call_output(&reader, s, scan.columns, name, &mut |b| emit(post(b)?)),
-            None => scan_table(&reader, s, scan, &mut |b| emit(post(b)?)),
-        };
+        // Lance decodes on its own threads; the scan's predicate (a JSON
+        // path, a LIKE over tool output) runs on workers beside it, and the
+        // batches still reach `emit` in storage order.
+        let workers = crate::util::rt::cores();
+        let scanned = std::thread::scope(|scope| -> Result<(), ScanError> {
+            let mut map = OrderedMap::start(scope, workers, post);
+            let mut out = |b: Result<RecordBatch, SqlError>| emit(b?);
+            {
+                let mut each = |b: RecordBatch| map.push(b, &mut out);
+                match scan.call_output {
+                    Some(name) => scan_call_output(&reader, s, scan.columns, name, &mut each),
+                    None => scan_table(&reader, s, scan, &mut each),
+                }?;
+            }
+            map.finish(&mut out)
+        });
         match scanned {
             Ok(()) => Ok(()),
             // Rows already given out cannot be taken back: a store that

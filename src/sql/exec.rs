@@ -9,8 +9,10 @@ use std::thread::Scope;
 use std::time::Instant;
 
 use arrow::array::{ArrayRef, RecordBatch};
+use arrow::datatypes::{Field, Schema};
 
-use super::logical::{Expr, Plan};
+use super::logical::{AggCall, Expr, Plan};
+use super::ops::hash_aggregate::Restart;
 use super::ops::{BoxOp, Reservation};
 use super::{ops, DataLayer, Limits, SqlError};
 
@@ -104,29 +106,7 @@ fn build<'s, 'env>(
     let stats = ctx.profile.as_ref().map(|p| p.node(plan));
     let mem = |what| Reservation::new(ctx, what, stats.clone());
     let op: BoxOp<'s> = match plan {
-        Plan::Scan {
-            dataset,
-            relation,
-            columns,
-            filter,
-            ..
-        } => {
-            let filter = filter
-                .as_ref()
-                .map(|f| materialise(f.clone(), ctx))
-                .transpose()?;
-            Box::new(ops::scan::ScanOp::start(
-                ctx,
-                scope,
-                ops::scan::ScanSpec {
-                    dataset,
-                    relation,
-                    columns,
-                    schema: plan.schema(),
-                    filter,
-                },
-            ))
-        }
+        Plan::Scan { .. } => scan(plan, Vec::new(), ctx, scope)?,
         Plan::Values { schema, rows } => Box::new(ops::values::ValuesOp::new(schema, rows)?),
         Plan::Filter { input, predicate } => Box::new(ops::filter::FilterOp {
             predicate: materialise(predicate.clone(), ctx)?,
@@ -165,13 +145,31 @@ fn build<'s, 'env>(
                     .iter()
                     .chain(aggs.iter().filter_map(|a| a.arg.as_ref())),
             );
+            let (group, aggs, computed) = match &**input {
+                Plan::Scan { .. } => computed_by_scan(input, group, aggs),
+                _ => (group.clone(), aggs.clone(), Vec::new()),
+            };
+            let source: Restart<'s> = if computed.is_empty() {
+                Box::new(move || build(input, ctx, scope, Some(mask.clone())))
+            } else {
+                let computed = computed
+                    .into_iter()
+                    .map(|e| materialise(e, ctx))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Box::new(move || {
+                    let op = scan(input, computed.clone(), ctx, scope)?;
+                    Ok(match ctx.profile.as_ref().map(|p| p.node(input)) {
+                        Some(stats) => Box::new(super::explain::Measured { inner: op, stats }),
+                        None => op,
+                    })
+                })
+            };
             // Past its budget, the aggregate reads its input again.
-            let again = mask.clone();
-            let restart = Box::new(move || build(input, ctx, scope, Some(again.clone())));
+            let mut restart = source;
             Box::new(ops::hash_aggregate::AggregateOp::new(
-                build(input, ctx, scope, Some(mask))?,
+                restart()?,
                 restart,
-                (group.clone(), aggs.clone()),
+                (group, aggs),
                 schema.clone(),
                 mem("aggregate"),
             ))
@@ -241,6 +239,80 @@ fn build<'s, 'env>(
         Some(stats) => Box::new(super::explain::Measured { inner: op, stats }),
         None => op,
     })
+}
+
+/// The operator of a Scan node whose workers also compute `computed`,
+/// appended to each batch after the columns read.
+fn scan<'s, 'env>(
+    plan: &'s Plan,
+    computed: Vec<Expr>,
+    ctx: &'s ExecCtx<'s>,
+    scope: &'s Scope<'s, 'env>,
+) -> Result<BoxOp<'s>, SqlError> {
+    let Plan::Scan {
+        dataset,
+        relation,
+        columns,
+        filter,
+        ..
+    } = plan
+    else {
+        return Err(SqlError::Internal(
+            "a scan of a plan that is not one".into(),
+        ));
+    };
+    let filter = filter
+        .as_ref()
+        .map(|f| materialise(f.clone(), ctx))
+        .transpose()?;
+    let read = plan.schema();
+    let mut fields: Vec<Field> = read.fields().iter().map(|f| (**f).clone()).collect();
+    for (k, e) in computed.iter().enumerate() {
+        fields.push(Field::new(format!("#{k}"), e.data_type(), true));
+    }
+    Ok(Box::new(ops::scan::ScanOp::start(
+        ctx,
+        scope,
+        ops::scan::ScanSpec {
+            dataset,
+            relation,
+            columns,
+            schema: Arc::new(Schema::new(fields)),
+            filter,
+            computed,
+        },
+    )))
+}
+
+/// The group keys and aggregates of a GROUP BY over a scan, with every
+/// expression that is more than a column or a constant (a JSON path, a
+/// cast) moved into the scan, and the expressions moved. The scan's
+/// workers then compute them in parallel, batch by batch, where the
+/// aggregate would on one thread.
+pub(super) fn computed_by_scan(
+    scan: &Plan,
+    group: &[Expr],
+    aggs: &[AggCall],
+) -> (Vec<Expr>, Vec<AggCall>, Vec<Expr>) {
+    let base = scan.schema().fields().len();
+    let mut computed: Vec<Expr> = Vec::new();
+    let mut take = |e: &Expr| -> Expr {
+        if matches!(e, Expr::Column { .. }) || e.is_constant() {
+            return e.clone();
+        }
+        computed.push(e.clone());
+        let k = computed.len() - 1;
+        Expr::col(base + k, format!("#{k}"), e.data_type())
+    };
+    let group = group.iter().map(&mut take).collect();
+    let aggs = aggs
+        .iter()
+        .map(|a| AggCall {
+            arg: a.arg.as_ref().map(&mut take),
+            ..a.clone()
+        })
+        .collect();
+    (group, aggs, computed)
 }
 
 /// The output columns of `p` that `exprs` read.

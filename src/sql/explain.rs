@@ -75,6 +75,20 @@ fn operator(plan: &Plan) -> String {
         Plan::Values { .. } => format!("Values: {detail}"),
         Plan::Filter { .. } => format!("Filter: {detail}"),
         Plan::Project { .. } => format!("Project: {detail}"),
+        Plan::Aggregate {
+            input, group, aggs, ..
+        } if matches!(**input, Plan::Scan { .. }) => {
+            let (_, _, computed) = super::exec::computed_by_scan(input, group, aggs);
+            if computed.is_empty() {
+                format!("HashAggregate: {detail} (holds the groups)")
+            } else {
+                let list: Vec<String> = computed.iter().map(|e| e.to_string()).collect();
+                format!(
+                    "HashAggregate: {detail} (holds the groups; computed in the scan workers: [{}])",
+                    list.join(", ")
+                )
+            }
+        }
         Plan::Aggregate { .. } => format!("HashAggregate: {detail} (holds the groups)"),
         Plan::Window { .. } => format!("Window: {detail} (holds its input)"),
         Plan::Sort { fetch: Some(_), .. } => {

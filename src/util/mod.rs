@@ -10,6 +10,7 @@ pub mod json_follow;
 pub mod jsonpath;
 pub mod lru;
 pub mod notes;
+pub mod ordered;
 pub mod path;
 pub mod redact;
 pub mod rt;

@@ -28,6 +28,31 @@ pub fn on_pool<R: Send>(network: bool, f: impl FnOnce() -> R + Send) -> R {
     }
 }
 
+/// The cores work is spread over: `RAYON_NUM_THREADS` when set (it sizes
+/// the global Rayon pool too), else the cores this process may use.
+pub fn cores() -> usize {
+    static N: OnceLock<usize> = OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("RAYON_NUM_THREADS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    })
+}
+
+/// Let Lance decode and encode on every core. Lance keeps two cores back
+/// for I/O and so, on a machine of two, decodes one batch at a time: a
+/// scan of tool output then runs on one core while the other waits. Call
+/// before any thread starts (Lance reads the variable once); a value the
+/// user set is kept.
+pub fn share_cores_with_lance() {
+    const VAR: &str = "LANCE_CPU_THREADS";
+    if std::env::var_os(VAR).is_none() {
+        std::env::set_var(VAR, cores().to_string());
+    }
+}
+
 /// The process-wide runtime (two worker threads, started on first use).
 pub fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();

@@ -12,10 +12,10 @@ use std::thread::Scope;
 
 use arrow::compute::{filter_record_batch, BatchCoalescer};
 use arrow::datatypes::SchemaRef;
-use arrow::record_batch::RecordBatch;
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
 use super::super::exec::ExecCtx;
-use super::super::expr::eval_predicate;
+use super::super::expr::{cast_array, eval, eval_predicate};
 use super::super::logical::Expr;
 use super::super::SqlError;
 use super::Operator;
@@ -43,6 +43,9 @@ pub struct ScanSpec<'s> {
     pub schema: SchemaRef,
     /// Predicate applied while scanning.
     pub filter: Option<Expr>,
+    /// Expressions computed on the rows kept, appended after the columns
+    /// read (`schema` names them too).
+    pub computed: Vec<Expr>,
 }
 
 impl ScanOp {
@@ -52,19 +55,39 @@ impl ScanOp {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
         scope.spawn(move || {
-            let filter = spec.filter;
+            let (filter, computed) = (spec.filter, spec.computed);
+            let schema = spec.schema.clone();
             let post = |b: RecordBatch| -> Result<RecordBatch, SqlError> {
                 crate::util::stats::add(
                     crate::util::stats::Counter::RowsScanned,
                     b.num_rows() as u64,
                 );
-                match &filter {
+                let b = match &filter {
                     Some(f) => {
                         let mask = eval_predicate(f, &b)?;
-                        Ok(filter_record_batch(&b, &mask)?)
+                        filter_record_batch(&b, &mask)?
                     }
-                    None => Ok(b),
+                    None => b,
+                };
+                if computed.is_empty() {
+                    return Ok(b);
                 }
+                let mut columns = b.columns().to_vec();
+                for e in &computed {
+                    let a = eval(e, &b)?;
+                    let ty = e.data_type();
+                    columns.push(if *a.data_type() == ty {
+                        a
+                    } else {
+                        cast_array(&a, &ty)?
+                    });
+                }
+                let opts = RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
+                Ok(RecordBatch::try_new_with_options(
+                    schema.clone(),
+                    columns,
+                    &opts,
+                )?)
             };
             let mut gather = Gather::new(spec.schema.clone());
             let send = |b: RecordBatch| {
