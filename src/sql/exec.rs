@@ -215,20 +215,22 @@ fn build<'s, 'env>(
             right: child(right)?,
             right_schema: right.schema(),
             left: child(left)?,
-            kind: *kind,
-            on: on.clone(),
-            filter: filter
-                .as_ref()
-                .map(|f| materialise(f.clone(), ctx))
-                .transpose()?,
-            schema: match needed {
-                Some(_) => ops::nullable(schema),
-                None => schema.clone(),
+            spec: ops::join::JoinSpec {
+                kind: *kind,
+                on: on.clone(),
+                filter: filter
+                    .as_ref()
+                    .map(|f| materialise(f.clone(), ctx))
+                    .transpose()?,
+                schema: match needed {
+                    Some(_) => ops::nullable(schema),
+                    None => schema.clone(),
+                },
+                keep: needed,
             },
-            keep: needed,
             mem: mem("join build side"),
-            build: None,
-            probing: None,
+            scope,
+            state: None,
         }),
         Plan::Union { inputs, schema } => Box::new(ops::union::UnionOp::new(
             inputs.iter().map(child).collect::<Result<_, _>>()?,

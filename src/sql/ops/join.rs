@@ -1,10 +1,17 @@
 //! Hash join (INNER / LEFT) on equality keys with an optional residual
 //! predicate. The right input is the build side: read into a hash table on
-//! the first pull. Left batches are then probed as they come, a slice of
-//! left rows at a time so that no output batch holds much more than
-//! [`BATCH_ROWS`] rows, however many matches a key has.
+//! the first pull. Left batches are then probed as they come, on one
+//! worker thread per core, and their joined rows come out in the order of
+//! the left batches; each is probed a slice of left rows at a time so that
+//! no output batch holds much more than [`BATCH_ROWS`] rows, however many
+//! matches a key has.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::thread::Scope;
 
 use crate::util::hash::FastMap;
+use crate::util::ordered::OrderedMap;
 
 use arrow::array::{ArrayRef, DynComparator, UInt32Array};
 use arrow::compute::take;
@@ -18,10 +25,20 @@ use super::scan::BATCH_ROWS;
 use super::{keys, BoxOp, Operator, Reservation};
 
 /// Hash join of `left` and `right`.
-pub struct HashJoinOp<'s> {
+pub struct HashJoinOp<'s, 'env> {
     pub left: BoxOp<'s>,
     pub right: BoxOp<'s>,
     pub right_schema: SchemaRef,
+    pub spec: JoinSpec,
+    pub mem: Reservation<'s>,
+    /// Where the probe workers run.
+    pub scope: &'s Scope<'s, 'env>,
+    pub state: Option<Probes>,
+}
+
+/// What a join computes, shared with its probe workers.
+#[derive(Clone)]
+pub struct JoinSpec {
     pub kind: JoinKind,
     pub on: Vec<(Expr, Expr)>,
     pub filter: Option<Expr>,
@@ -30,13 +47,21 @@ pub struct HashJoinOp<'s> {
     /// others come out as NULLs, not gathered, and `schema` is then
     /// all nullable.
     pub keep: Option<Vec<bool>>,
-    pub mem: Reservation<'s>,
-    pub build: Option<Build>,
-    pub probing: Option<Probing>,
+}
+
+/// The joined batches of one left batch, from a worker.
+type Probed = Result<Vec<RecordBatch>, SqlError>;
+
+/// A join past its build: left batches out to the workers, joined batches
+/// back in order.
+pub struct Probes {
+    /// `None` once the left input is done and every result is in `ready`.
+    workers: Option<OrderedMap<RecordBatch, Probed>>,
+    ready: VecDeque<RecordBatch>,
 }
 
 /// The build side: its rows, their keys and a hash table over them.
-pub struct Build {
+struct Build {
     rows: RecordBatch,
     keys: Vec<ArrayRef>,
     hashes: Vec<u64>,
@@ -50,7 +75,7 @@ pub struct Build {
 const NONE: u32 = u32::MAX;
 
 /// A left batch being probed.
-pub struct Probing {
+struct Probing {
     batch: RecordBatch,
     /// Its keys (none: a join without keys), their hashes, and the
     /// comparisons with the build side's keys.
@@ -61,39 +86,63 @@ pub struct Probing {
     next: usize,
 }
 
-impl Operator for HashJoinOp<'_> {
+impl Operator for HashJoinOp<'_, '_> {
     fn next(&mut self) -> Result<Option<RecordBatch>, SqlError> {
-        if self.build.is_none() {
+        if self.state.is_none() {
             let right = super::drain(&mut self.right, &mut self.mem)?;
-            self.build = Some(build(&self.right_schema, &right, &self.on)?);
+            let build = Arc::new(build(&self.right_schema, &right, &self.spec.on)?);
+            let spec = Arc::new(self.spec.clone());
+            let workers = crate::util::rt::cores();
+            self.state = Some(Probes {
+                workers: Some(OrderedMap::start(self.scope, workers, move |lb| {
+                    probe_all(&build, lb, &spec)
+                })),
+                ready: VecDeque::new(),
+            });
         }
-        let build = self.build.as_ref().expect("built above");
+        let p = self.state.as_mut().expect("set above");
         loop {
-            let done = self
-                .probing
-                .as_ref()
-                .is_none_or(|p| p.next >= p.batch.num_rows());
-            if done {
-                let Some(lb) = self.left.next()? else {
-                    return Ok(None);
-                };
-                self.probing = Some(start_probe(build, lb, &self.on)?);
-                continue;
+            if let Some(b) = p.ready.pop_front() {
+                return Ok(Some(b));
             }
-            let p = self.probing.as_mut().expect("checked above");
+            let Some(workers) = p.workers.as_mut() else {
+                return Ok(None);
+            };
             // The time and cancellation check of a long join.
             self.mem.ctx.check_time()?;
-            let out = probe(
-                build,
-                p,
-                (self.kind, self.filter.as_ref()),
-                (&self.schema, self.keep.as_deref()),
-            )?;
-            if out.num_rows() > 0 {
-                return Ok(Some(out));
+            let ready = &mut p.ready;
+            let mut take = |r: Probed| -> Result<(), SqlError> {
+                ready.extend(r?);
+                Ok(())
+            };
+            match self.left.next()? {
+                Some(lb) => workers.push(lb, &mut take)?,
+                None => {
+                    if let Some(w) = p.workers.take() {
+                        w.finish(&mut take)?;
+                    }
+                }
             }
         }
     }
+}
+
+/// Every joined batch of one left batch.
+fn probe_all(build: &Build, lb: RecordBatch, spec: &JoinSpec) -> Probed {
+    let mut p = start_probe(build, lb, &spec.on)?;
+    let mut out = Vec::new();
+    while p.next < p.batch.num_rows() {
+        let b = probe(
+            build,
+            &mut p,
+            (spec.kind, spec.filter.as_ref()),
+            (&spec.schema, spec.keep.as_deref()),
+        )?;
+        if b.num_rows() > 0 {
+            out.push(b);
+        }
+    }
+    Ok(out)
 }
 
 fn build(
