@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::thread::Scope;
 use std::time::Instant;
 
-use arrow::array::{ArrayRef, RecordBatch};
-use arrow::datatypes::{Field, Schema};
-
-use super::logical::{AggCall, Expr, Plan};
+use super::logical::{Expr, Plan};
 use super::ops::hash_aggregate::Restart;
+use super::ops::scan::ScanWork;
 use super::ops::{BoxOp, Reservation};
+use super::pushdown::aggregate_into_scan;
 use super::{ops, DataLayer, Limits, SqlError};
+use arrow::array::{ArrayRef, RecordBatch};
 
 /// State shared by one execution.
 pub struct ExecCtx<'a> {
@@ -106,7 +106,7 @@ fn build<'s, 'env>(
     let stats = ctx.profile.as_ref().map(|p| p.node(plan));
     let mem = |what| Reservation::new(ctx, what, stats.clone());
     let op: BoxOp<'s> = match plan {
-        Plan::Scan { .. } => scan(plan, Vec::new(), ctx, scope)?,
+        Plan::Scan { .. } => scan(plan, ScanWork::default(), ctx, scope)?,
         Plan::Values { schema, rows } => Box::new(ops::values::ValuesOp::new(schema, rows)?),
         Plan::Filter { input, predicate } => Box::new(ops::filter::FilterOp {
             predicate: materialise(predicate.clone(), ctx)?,
@@ -145,24 +145,32 @@ fn build<'s, 'env>(
                     .iter()
                     .chain(aggs.iter().filter_map(|a| a.arg.as_ref())),
             );
-            let (group, aggs, computed) = match &**input {
-                Plan::Scan { .. } => computed_by_scan(input, group, aggs),
-                _ => (group.clone(), aggs.clone(), Vec::new()),
+            let pushed = match &**input {
+                Plan::Scan { .. } => Some(aggregate_into_scan(input, group, aggs, schema)),
+                _ => None,
             };
-            let source: Restart<'s> = if computed.is_empty() {
-                Box::new(move || build(input, ctx, scope, Some(mask.clone())))
-            } else {
-                let computed = computed
-                    .into_iter()
-                    .map(|e| materialise(e, ctx))
-                    .collect::<Result<Vec<_>, _>>()?;
-                Box::new(move || {
-                    let op = scan(input, computed.clone(), ctx, scope)?;
-                    Ok(match ctx.profile.as_ref().map(|p| p.node(input)) {
-                        Some(stats) => Box::new(super::explain::Measured { inner: op, stats }),
-                        None => op,
-                    })
-                })
+            let (source, group, aggs): (Restart<'s>, _, _) = match pushed {
+                Some(p) if p.describe().is_some() => {
+                    let mut work = p.work;
+                    work.computed = work
+                        .computed
+                        .into_iter()
+                        .map(|e| materialise(e, ctx))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let source = Box::new(move || {
+                        let op = scan(input, work.clone(), ctx, scope)?;
+                        Ok(match ctx.profile.as_ref().map(|p| p.node(input)) {
+                            Some(stats) => Box::new(super::explain::Measured { inner: op, stats }),
+                            None => op,
+                        })
+                    });
+                    (source, p.group, p.aggs)
+                }
+                _ => (
+                    Box::new(move || build(input, ctx, scope, Some(mask.clone()))),
+                    group.clone(),
+                    aggs.clone(),
+                ),
             };
             // Past its budget, the aggregate reads its input again.
             let mut restart = source;
@@ -243,11 +251,10 @@ fn build<'s, 'env>(
     })
 }
 
-/// The operator of a Scan node whose workers also compute `computed`,
-/// appended to each batch after the columns read.
+/// The operator of a Scan node whose workers also do `work`.
 fn scan<'s, 'env>(
     plan: &'s Plan,
-    computed: Vec<Expr>,
+    work: ScanWork,
     ctx: &'s ExecCtx<'s>,
     scope: &'s Scope<'s, 'env>,
 ) -> Result<BoxOp<'s>, SqlError> {
@@ -267,11 +274,6 @@ fn scan<'s, 'env>(
         .as_ref()
         .map(|f| materialise(f.clone(), ctx))
         .transpose()?;
-    let read = plan.schema();
-    let mut fields: Vec<Field> = read.fields().iter().map(|f| (**f).clone()).collect();
-    for (k, e) in computed.iter().enumerate() {
-        fields.push(Field::new(format!("#{k}"), e.data_type(), true));
-    }
     Ok(Box::new(ops::scan::ScanOp::start(
         ctx,
         scope,
@@ -279,42 +281,11 @@ fn scan<'s, 'env>(
             dataset,
             relation,
             columns,
-            schema: Arc::new(Schema::new(fields)),
+            schema: plan.schema(),
             filter,
-            computed,
+            work,
         },
     )))
-}
-
-/// The group keys and aggregates of a GROUP BY over a scan, with every
-/// expression that is more than a column or a constant (a JSON path, a
-/// cast) moved into the scan, and the expressions moved. The scan's
-/// workers then compute them in parallel, batch by batch, where the
-/// aggregate would on one thread.
-pub(super) fn computed_by_scan(
-    scan: &Plan,
-    group: &[Expr],
-    aggs: &[AggCall],
-) -> (Vec<Expr>, Vec<AggCall>, Vec<Expr>) {
-    let base = scan.schema().fields().len();
-    let mut computed: Vec<Expr> = Vec::new();
-    let mut take = |e: &Expr| -> Expr {
-        if matches!(e, Expr::Column { .. }) || e.is_constant() {
-            return e.clone();
-        }
-        computed.push(e.clone());
-        let k = computed.len() - 1;
-        Expr::col(base + k, format!("#{k}"), e.data_type())
-    };
-    let group = group.iter().map(&mut take).collect();
-    let aggs = aggs
-        .iter()
-        .map(|a| AggCall {
-            arg: a.arg.as_ref().map(&mut take),
-            ..a.clone()
-        })
-        .collect();
-    (group, aggs, computed)
 }
 
 /// The output columns of `p` that `exprs` read.

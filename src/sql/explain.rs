@@ -76,17 +76,14 @@ fn operator(plan: &Plan) -> String {
         Plan::Filter { .. } => format!("Filter: {detail}"),
         Plan::Project { .. } => format!("Project: {detail}"),
         Plan::Aggregate {
-            input, group, aggs, ..
+            input,
+            group,
+            aggs,
+            schema,
         } if matches!(**input, Plan::Scan { .. }) => {
-            let (_, _, computed) = super::exec::computed_by_scan(input, group, aggs);
-            if computed.is_empty() {
-                format!("HashAggregate: {detail} (holds the groups)")
-            } else {
-                let list: Vec<String> = computed.iter().map(|e| e.to_string()).collect();
-                format!(
-                    "HashAggregate: {detail} (holds the groups; computed in the scan workers: [{}])",
-                    list.join(", ")
-                )
+            match super::pushdown::aggregate_into_scan(input, group, aggs, schema).describe() {
+                Some(pushed) => format!("HashAggregate: {detail} (holds the groups; {pushed})"),
+                None => format!("HashAggregate: {detail} (holds the groups)"),
             }
         }
         Plan::Aggregate { .. } => format!("HashAggregate: {detail} (holds the groups)"),

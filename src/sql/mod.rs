@@ -21,6 +21,7 @@ pub mod logical;
 mod ops;
 pub mod optimize;
 pub mod parse;
+mod pushdown;
 mod spill;
 pub mod value;
 

@@ -11,13 +11,14 @@ use std::sync::Arc;
 use std::thread::Scope;
 
 use arrow::compute::{filter_record_batch, BatchCoalescer};
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
 use super::super::exec::ExecCtx;
 use super::super::expr::{cast_array, eval, eval_predicate};
-use super::super::logical::Expr;
+use super::super::logical::{AggCall, Expr};
 use super::super::SqlError;
+use super::aggregate::Grouper;
 use super::Operator;
 
 /// Rows per batch handed on by a scan.
@@ -39,13 +40,32 @@ pub struct ScanSpec<'s> {
     pub dataset: &'s str,
     pub relation: &'s str,
     pub columns: &'s [usize],
-    /// Output schema (the columns read).
+    /// The columns read.
     pub schema: SchemaRef,
     /// Predicate applied while scanning.
     pub filter: Option<Expr>,
-    /// Expressions computed on the rows kept, appended after the columns
-    /// read (`schema` names them too).
+    /// What the workers do with the rows kept, for the operator above.
+    pub work: ScanWork,
+}
+
+/// Work a scan's workers do on the rows they keep, for the operator above
+/// (see `sql::pushdown`).
+#[derive(Clone, Default)]
+pub struct ScanWork {
+    /// Expressions appended as columns after the columns read.
     pub computed: Vec<Expr>,
+    /// A GROUP BY of each batch on its own, after `computed`: its groups
+    /// are what the scan hands on.
+    pub partial: Option<PartialAggregate>,
+}
+
+/// The GROUP BY a scan's workers run on each batch.
+#[derive(Clone)]
+pub struct PartialAggregate {
+    pub group: Vec<Expr>,
+    pub aggs: Vec<AggCall>,
+    /// Its output: the keys, then the aggregates.
+    pub schema: SchemaRef,
 }
 
 impl ScanOp {
@@ -55,8 +75,9 @@ impl ScanOp {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
         scope.spawn(move || {
-            let (filter, computed) = (spec.filter, spec.computed);
-            let schema = spec.schema.clone();
+            let (filter, work) = (spec.filter, spec.work);
+            let computed = work.computed_schema(&spec.schema);
+            let output = work.output_schema(&computed);
             let post = |b: RecordBatch| -> Result<RecordBatch, SqlError> {
                 crate::util::stats::add(
                     crate::util::stats::Counter::RowsScanned,
@@ -69,27 +90,9 @@ impl ScanOp {
                     }
                     None => b,
                 };
-                if computed.is_empty() {
-                    return Ok(b);
-                }
-                let mut columns = b.columns().to_vec();
-                for e in &computed {
-                    let a = eval(e, &b)?;
-                    let ty = e.data_type();
-                    columns.push(if *a.data_type() == ty {
-                        a
-                    } else {
-                        cast_array(&a, &ty)?
-                    });
-                }
-                let opts = RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
-                Ok(RecordBatch::try_new_with_options(
-                    schema.clone(),
-                    columns,
-                    &opts,
-                )?)
+                work.run(b, &computed)
             };
-            let mut gather = Gather::new(spec.schema.clone());
+            let mut gather = Gather::new(output);
             let send = |b: RecordBatch| {
                 tx.send(Ok(b))
                     .map_err(|_| SqlError::Internal("scan consumer gone".into()))
@@ -115,6 +118,57 @@ impl ScanOp {
             }
         });
         ScanOp { rx, stop }
+    }
+}
+
+impl ScanWork {
+    /// The columns read (`read`), then the computed ones.
+    pub fn computed_schema(&self, read: &SchemaRef) -> SchemaRef {
+        if self.computed.is_empty() {
+            return read.clone();
+        }
+        let mut fields: Vec<Field> = read.fields().iter().map(|f| (**f).clone()).collect();
+        for (k, e) in self.computed.iter().enumerate() {
+            fields.push(Field::new(format!("#{k}"), e.data_type(), true));
+        }
+        Arc::new(Schema::new(fields))
+    }
+
+    /// What the scan hands on, given its `computed_schema`.
+    pub fn output_schema(&self, computed: &SchemaRef) -> SchemaRef {
+        match &self.partial {
+            Some(p) => p.schema.clone(),
+            None => computed.clone(),
+        }
+    }
+
+    /// Do the work on a batch `b` of rows kept.
+    fn run(&self, b: RecordBatch, computed: &SchemaRef) -> Result<RecordBatch, SqlError> {
+        let b = if self.computed.is_empty() {
+            b
+        } else {
+            let mut columns = b.columns().to_vec();
+            for e in &self.computed {
+                let a = eval(e, &b)?;
+                let ty = e.data_type();
+                columns.push(if *a.data_type() == ty {
+                    a
+                } else {
+                    cast_array(&a, &ty)?
+                });
+            }
+            let opts = RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
+            RecordBatch::try_new_with_options(computed.clone(), columns, &opts)?
+        };
+        match &self.partial {
+            Some(p) if b.num_rows() > 0 => {
+                let mut g = Grouper::new(&p.group, &p.aggs)?;
+                g.push(&b, &p.group, &p.aggs)?;
+                g.finish(&p.schema, &p.aggs)
+            }
+            Some(p) => Ok(RecordBatch::new_empty(p.schema.clone())),
+            None => Ok(b),
+        }
     }
 }
 
