@@ -252,11 +252,11 @@ fn build<'s, 'env>(
 }
 
 /// The operator of a Scan node whose workers also do `work`.
-fn scan<'s, 'env>(
+fn scan<'s>(
     plan: &'s Plan,
     work: ScanWork,
     ctx: &'s ExecCtx<'s>,
-    scope: &'s Scope<'s, 'env>,
+    scope: &'s Scope<'s, '_>,
 ) -> Result<BoxOp<'s>, SqlError> {
     let Plan::Scan {
         dataset,

@@ -24,7 +24,7 @@ impl Pushed {
     pub fn describe(&self) -> Option<String> {
         let mut parts = Vec::new();
         if !self.work.computed.is_empty() {
-            let list: Vec<String> = self.work.computed.iter().map(|e| e.to_string()).collect();
+            let list: Vec<String> = self.work.computed.iter().map(ToString::to_string).collect();
             parts.push(format!(
                 "computed in the scan workers: [{}]",
                 list.join(", ")
