@@ -8,13 +8,14 @@ use std::sync::Arc;
 use std::thread::Scope;
 use std::time::Instant;
 
+use arrow::array::{ArrayRef, RecordBatch};
+
 use super::logical::{Expr, Plan};
 use super::ops::hash_aggregate::Restart;
 use super::ops::scan::ScanWork;
 use super::ops::{BoxOp, Reservation};
 use super::pushdown::aggregate_into_scan;
 use super::{ops, DataLayer, Limits, SqlError};
-use arrow::array::{ArrayRef, RecordBatch};
 
 /// State shared by one execution.
 pub struct ExecCtx<'a> {
@@ -149,8 +150,9 @@ fn build<'s, 'env>(
                 Plan::Scan { .. } => Some(aggregate_into_scan(input, group, aggs, schema)),
                 _ => None,
             };
-            let (source, group, aggs): (Restart<'s>, _, _) = match pushed {
-                Some(p) if p.describe().is_some() => {
+            // Past its budget, the aggregate reads its input again.
+            let (mut restart, group, aggs): (Restart<'s>, _, _) = match pushed {
+                Some(p) if !p.work.is_empty() => {
                     let mut work = p.work;
                     work.computed = work
                         .computed
@@ -172,8 +174,6 @@ fn build<'s, 'env>(
                     aggs.clone(),
                 ),
             };
-            // Past its budget, the aggregate reads its input again.
-            let mut restart = source;
             Box::new(ops::hash_aggregate::AggregateOp::new(
                 restart()?,
                 restart,

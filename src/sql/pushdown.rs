@@ -152,3 +152,106 @@ fn partial(
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::logical::make_schema;
+
+    fn scan() -> Plan {
+        let table = make_schema(vec![
+            ("model".into(), DataType::Utf8, true),
+            ("tokens".into(), DataType::Int64, true),
+            ("metrics".into(), DataType::Utf8, true),
+        ]);
+        Plan::Scan {
+            dataset: "dataset".into(),
+            relation: "steps".into(),
+            table_schema: table,
+            columns: vec![0, 1, 2],
+            filter: None,
+        }
+    }
+
+    fn call(func: AggFunc, arg: Option<Expr>, distinct: bool) -> AggCall {
+        AggCall {
+            func,
+            arg,
+            distinct,
+            ty: DataType::Int64,
+        }
+    }
+
+    fn out(n: usize) -> SchemaRef {
+        make_schema(
+            (0..n)
+                .map(|i| (format!("c{i}"), DataType::Int64, true))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn mergeable_aggregates_are_grouped_per_batch_and_merged() {
+        let model = Expr::col(0, "model", DataType::Utf8);
+        let tokens = Expr::col(1, "tokens", DataType::Int64);
+        let aggs = vec![
+            call(AggFunc::Count, None, false),
+            call(AggFunc::Sum, Some(tokens.clone()), false),
+            call(AggFunc::Max, Some(tokens.clone()), false),
+        ];
+        let p = aggregate_into_scan(&scan(), std::slice::from_ref(&model), &aggs, &out(4));
+        assert!(p.work.computed.is_empty());
+        assert!(p.work.partial.is_some());
+        // Counts are summed; the others merge as themselves, over the
+        // partial columns after the key.
+        let funcs: Vec<AggFunc> = p.aggs.iter().map(|a| a.func).collect();
+        assert_eq!(funcs, [AggFunc::Sum, AggFunc::Sum, AggFunc::Max]);
+        let args: Vec<String> = p
+            .aggs
+            .iter()
+            .map(|a| a.arg.as_ref().unwrap().to_string())
+            .collect();
+        assert_eq!(args, ["c1", "c2", "c3"]);
+
+        // AVG does not merge, and without keys an empty input must still
+        // give a row: both aggregate every row.
+        let avg = [call(AggFunc::Avg, Some(tokens.clone()), false)];
+        assert!(aggregate_into_scan(&scan(), &[model], &avg, &out(2))
+            .work
+            .is_empty());
+        assert!(aggregate_into_scan(&scan(), &[], &aggs, &out(3))
+            .work
+            .is_empty());
+
+        // A lone COUNT(DISTINCT x) keeps each batch's distinct x.
+        let distinct = [call(AggFunc::Count, Some(tokens.clone()), true)];
+        let p = aggregate_into_scan(&scan(), &[], &distinct, &out(1));
+        let partial = p.work.partial.expect("grouped per batch");
+        assert_eq!(partial.group.len(), 1);
+        assert!(partial.aggs.is_empty());
+        assert!(p.aggs[0].distinct);
+        // Beside another aggregate, it does not.
+        let mixed = [
+            call(AggFunc::Count, Some(tokens.clone()), true),
+            call(AggFunc::Count, None, false),
+        ];
+        assert!(aggregate_into_scan(&scan(), &[], &mixed, &out(2))
+            .work
+            .is_empty());
+    }
+
+    #[test]
+    fn expressions_over_columns_are_computed_by_the_scan() {
+        let metrics = Expr::col(2, "metrics", DataType::Utf8);
+        let path = Expr::Cast {
+            expr: Box::new(metrics),
+            to: DataType::Int64,
+        };
+        let aggs = [call(AggFunc::Avg, Some(path), false)];
+        let p = aggregate_into_scan(&scan(), &[], &aggs, &out(1));
+        assert_eq!(p.work.computed.len(), 1);
+        // The aggregate reads it as the column after the three read.
+        assert_eq!(p.aggs[0].arg.as_ref().unwrap().to_string(), "#0");
+        assert!(matches!(p.aggs[0].arg, Some(Expr::Column { index: 3, .. })));
+    }
+}

@@ -122,6 +122,11 @@ impl ScanOp {
 }
 
 impl ScanWork {
+    /// True when the workers only filter.
+    pub fn is_empty(&self) -> bool {
+        self.computed.is_empty() && self.partial.is_none()
+    }
+
     /// The columns read (`read`), then the computed ones.
     pub fn computed_schema(&self, read: &SchemaRef) -> SchemaRef {
         if self.computed.is_empty() {
