@@ -49,15 +49,28 @@ pub struct JoinSpec {
     pub keep: Option<Vec<bool>>,
 }
 
-/// The joined batches of one left batch, from a worker.
-type Probed = Result<Vec<RecordBatch>, SqlError>;
+/// Joined rows a worker produces for one left batch. Past them it hands
+/// the rest of the batch back, to be probed a slice at a time as the
+/// output is pulled: a key that matches many rows must not be joined all
+/// at once, nor ahead of a LIMIT.
+const WORKER_ROWS: usize = 8 * BATCH_ROWS;
+
+/// What a worker gives back for one left batch, in order.
+enum Joined {
+    Batch(RecordBatch),
+    /// The rows not probed yet.
+    Rest(Probing),
+}
+
+type Probed = Result<Vec<Joined>, SqlError>;
 
 /// A join past its build: left batches out to the workers, joined batches
 /// back in order.
 pub struct Probes {
+    build: Arc<Build>,
     /// `None` once the left input is done and every result is in `ready`.
     workers: Option<OrderedMap<RecordBatch, Probed>>,
-    ready: VecDeque<RecordBatch>,
+    ready: VecDeque<Joined>,
 }
 
 /// The build side: its rows, their keys and a hash table over them.
@@ -91,19 +104,38 @@ impl Operator for HashJoinOp<'_, '_> {
         if self.state.is_none() {
             let right = super::drain(&mut self.right, &mut self.mem)?;
             let build = Arc::new(build(&self.right_schema, &right, &self.spec.on)?);
-            let spec = Arc::new(self.spec.clone());
+            let (shared, spec) = (Arc::clone(&build), Arc::new(self.spec.clone()));
             let workers = crate::util::rt::cores();
             self.state = Some(Probes {
+                build,
                 workers: Some(OrderedMap::start(self.scope, workers, move |lb| {
-                    probe_all(&build, lb, &spec)
+                    probe_batch(&shared, lb, &spec)
                 })),
                 ready: VecDeque::new(),
             });
         }
         let p = self.state.as_mut().expect("set above");
+        let spec = &self.spec;
         loop {
-            if let Some(b) = p.ready.pop_front() {
-                return Ok(Some(b));
+            match p.ready.pop_front() {
+                Some(Joined::Batch(b)) => return Ok(Some(b)),
+                Some(Joined::Rest(mut rest)) => {
+                    self.mem.ctx.check_time()?;
+                    let b = probe(
+                        &p.build,
+                        &mut rest,
+                        (spec.kind, spec.filter.as_ref()),
+                        (&spec.schema, spec.keep.as_deref()),
+                    )?;
+                    if rest.next < rest.batch.num_rows() {
+                        p.ready.push_front(Joined::Rest(rest));
+                    }
+                    if b.num_rows() > 0 {
+                        return Ok(Some(b));
+                    }
+                    continue;
+                }
+                None => {}
             }
             let Some(workers) = p.workers.as_mut() else {
                 return Ok(None);
@@ -127,19 +159,26 @@ impl Operator for HashJoinOp<'_, '_> {
     }
 }
 
-/// Every joined batch of one left batch.
-fn probe_all(build: &Build, lb: RecordBatch, spec: &JoinSpec) -> Probed {
+/// The joined batches of one left batch, up to [`WORKER_ROWS`] rows, then
+/// what is left of it.
+fn probe_batch(build: &Build, lb: RecordBatch, spec: &JoinSpec) -> Probed {
     let mut p = start_probe(build, lb, &spec.on)?;
     let mut out = Vec::new();
+    let mut rows = 0;
     while p.next < p.batch.num_rows() {
+        if rows >= WORKER_ROWS {
+            out.push(Joined::Rest(p));
+            return Ok(out);
+        }
         let b = probe(
             build,
             &mut p,
             (spec.kind, spec.filter.as_ref()),
             (&spec.schema, spec.keep.as_deref()),
         )?;
+        rows += b.num_rows();
         if b.num_rows() > 0 {
-            out.push(b);
+            out.push(Joined::Batch(b));
         }
     }
     Ok(out)

@@ -415,3 +415,45 @@ fn a_store_scan_filters_and_computes_on_several_threads_and_keeps_storage_order(
     assert_eq!(spilled, whole);
     assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
 }
+
+#[test]
+fn a_join_whose_keys_match_many_rows_streams_its_output() {
+    // Every step of a source joined with every other of the same kind:
+    // tens of millions of joined rows, tens of thousands per left batch.
+    // The probe workers hand back what is past a bound, so memory holds a
+    // few batches, not a left batch's whole output.
+    let env = TestEnv::new();
+    let data = env.path().join("data");
+    corpus(&data, 300, 20);
+    let d = data.to_str().unwrap();
+    let want = lines(&query(
+        &env,
+        d,
+        "SELECT sum(n * n) AS pairs FROM (SELECT step_source, count(*) AS n FROM steps \
+         GROUP BY step_source) AS k",
+        &[],
+    ))[0]["pairs"]
+        .as_u64()
+        .unwrap();
+    assert!(want > 10_000_000, "{want}");
+    let (o, peak_mib) = crate::support::run_measured(
+        env.path(),
+        &[
+            "query",
+            d,
+            "SELECT count(*) AS pairs, max(a.step_id + b.step_id) AS m \
+             FROM steps a JOIN steps b ON a.step_source = b.step_source",
+            "--format",
+            "jsonl",
+            "-q",
+            "--timeout",
+            "600",
+        ],
+    );
+    let got = lines(&o)[0]["pairs"].as_u64().unwrap();
+    assert_eq!(got, want);
+    assert!(
+        peak_mib < 300,
+        "joining {want} rows peaked at {peak_mib} MiB"
+    );
+}
