@@ -250,7 +250,7 @@ pub fn read_source(
     sink: &mut dyn FnMut(&Storyline),
 ) -> Result<SourceRead, ReadFailure> {
     read_source_selected(src, opts, &mut |_| true, &mut |d, _| {
-        sink(d);
+        sink(&d);
         true
     })
 }
@@ -267,22 +267,22 @@ pub fn read_source_selected(
     src: &Source,
     opts: DecodeOptions,
     keep: &mut dyn FnMut(&Storyline) -> bool,
-    sink: &mut dyn FnMut(&Storyline, bool) -> bool,
+    sink: &mut dyn FnMut(Storyline, bool) -> bool,
 ) -> Result<SourceRead, ReadFailure> {
     if src.kind == SourceKind::Store && src.format != formats::SourceFormat::EventsLance {
         return read_store(src, keep, sink);
     }
     let mut going = true;
-    let sink = &mut |d: &Storyline| {
+    let sink = &mut |d: Storyline| {
         if going {
-            let kept = keep(d);
+            let kept = keep(&d);
             going = sink(d, kept);
         }
     };
     if src.format == formats::SourceFormat::EventsLance {
         return read_events(src, sink);
     }
-    read_file(src, opts, &mut |d| sink(&d))
+    read_file(src, opts, sink)
 }
 
 /// Decode a file Source (local or S3 object), handing each document over
@@ -595,7 +595,7 @@ fn count_store(src: &Source) -> Result<SourceRead, ReadFailure> {
 fn read_store(
     src: &Source,
     keep: &mut dyn FnMut(&Storyline) -> bool,
-    sink: &mut dyn FnMut(&Storyline, bool) -> bool,
+    sink: &mut dyn FnMut(Storyline, bool) -> bool,
 ) -> Result<SourceRead, ReadFailure> {
     /// Why reading the documents ended early.
     enum Ended {
@@ -617,7 +617,7 @@ fn read_store(
         counts.steps += d.turns.len() as u64;
         counts.tool_calls += d.tool_call_count() as u64;
         runs.insert((d.origin_path.clone(), d.run_id().to_string()));
-        if sink(&d, kept) {
+        if sink(d, kept) {
             Ok(())
         } else {
             Err(Ended::Stopped)
@@ -740,7 +740,7 @@ pub(super) fn with_lag(mut summary: EventsSummary, newest_ms: Option<i64>) -> Ev
 /// Read an events store as trajectories: from its projection in the cache
 /// directory when it can be kept there (built on first read of each
 /// version), else projected now in memory.
-fn read_events(src: &Source, sink: &mut dyn FnMut(&Storyline)) -> Result<SourceRead, ReadFailure> {
+fn read_events(src: &Source, sink: &mut dyn FnMut(Storyline)) -> Result<SourceRead, ReadFailure> {
     if let Some(p) = super::projection::projection(src)? {
         let mut read = read_store(&p.store, &mut |_| true, &mut |d, _| {
             sink(d);
@@ -752,7 +752,7 @@ fn read_events(src: &Source, sink: &mut dyn FnMut(&Storyline)) -> Result<SourceR
     let p = project_events(src)?;
     let mut counts = SourceCounts::default();
     let mut runs: HashSet<String> = HashSet::new();
-    for d in &p.docs {
+    for d in p.docs {
         counts.trajectories += 1;
         counts.steps += d.turns.len() as u64;
         counts.tool_calls += d.tool_call_count() as u64;

@@ -42,7 +42,7 @@ impl Groups {
     /// Take the Source's next document in reading order; `keep` says
     /// whether it is exported (every document advances the position).
     /// Returns the groups this completes, in order.
-    pub(super) fn next(&mut self, d: &Storyline, keep: bool) -> Vec<Vec<Storyline>> {
+    pub(super) fn next(&mut self, d: Storyline, keep: bool) -> Vec<Vec<Storyline>> {
         let at = self.position;
         self.position += 1;
         let last = self
@@ -53,13 +53,13 @@ impl Groups {
         match found {
             Some(g) => {
                 if keep {
-                    g.docs.push(d.clone());
+                    g.docs.push(d);
                 }
                 g.complete |= last;
             }
             None if keep => self.open.push_back(Group {
                 origin: d.origin_path.clone(),
-                docs: vec![d.clone()],
+                docs: vec![d],
                 complete: last,
             }),
             None => {}
@@ -99,9 +99,9 @@ mod tests {
         let docs = [doc("a", "1"), doc("a", "2"), doc("b", "3")];
         let ends = HashMap::from([(Some("a".into()), 1), (Some("b".into()), 2)]);
         let mut g = Groups::new(Some(ends));
-        assert!(g.next(&docs[0], true).is_empty());
-        assert_eq!(sessions(&g.next(&docs[1], true)), [["1", "2"]]);
-        assert_eq!(sessions(&g.next(&docs[2], true)), [["3"]]);
+        assert!(g.next(docs[0].clone(), true).is_empty());
+        assert_eq!(sessions(&g.next(docs[1].clone(), true)), [["1", "2"]]);
+        assert_eq!(sessions(&g.next(docs[2].clone(), true)), [["3"]]);
         assert_eq!(g.finish().count(), 0);
     }
 
@@ -115,13 +115,13 @@ mod tests {
             (Some("c".into()), 3),
         ]);
         let mut g = Groups::new(Some(ends));
-        assert!(g.next(&docs[0], true).is_empty());
-        assert!(g.next(&docs[1], true).is_empty());
+        assert!(g.next(docs[0].clone(), true).is_empty());
+        assert!(g.next(docs[1].clone(), true).is_empty());
         assert_eq!(
-            sessions(&g.next(&docs[2], true)),
+            sessions(&g.next(docs[2].clone(), true)),
             [vec!["1", "3"], vec!["2"]]
         );
-        assert_eq!(sessions(&g.next(&docs[3], true)), [["4"]]);
+        assert_eq!(sessions(&g.next(docs[3].clone(), true)), [["4"]]);
     }
 
     #[test]
@@ -129,9 +129,9 @@ mod tests {
         let docs = [doc("a", "1"), doc("a", "2"), doc("b", "3")];
         let ends = HashMap::from([(Some("a".into()), 1), (Some("b".into()), 2)]);
         let mut g = Groups::new(Some(ends));
-        assert!(g.next(&docs[0], true).is_empty());
-        assert_eq!(sessions(&g.next(&docs[1], false)), [["1"]]);
-        assert!(g.next(&docs[2], false).is_empty());
+        assert!(g.next(docs[0].clone(), true).is_empty());
+        assert_eq!(sessions(&g.next(docs[1].clone(), false)), [["1"]]);
+        assert!(g.next(docs[2].clone(), false).is_empty());
         assert_eq!(g.finish().count(), 0);
     }
 
@@ -140,7 +140,7 @@ mod tests {
         let docs = [doc("a", "1"), doc("b", "2"), doc("a", "3")];
         let mut g = Groups::new(None);
         for d in &docs {
-            assert!(g.next(d, true).is_empty());
+            assert!(g.next(d.clone(), true).is_empty());
         }
         let left: Vec<_> = g.finish().collect();
         assert_eq!(sessions(&left), [vec!["1", "3"], vec!["2"]]);
