@@ -65,13 +65,21 @@ impl Operator for Measured<'_> {
     }
 }
 
-/// The physical operator of one plan node, with how it holds memory.
-fn operator(plan: &Plan) -> String {
+/// The physical operator of one plan node, with how it holds memory and,
+/// where the work is split, on how many workers (`workers`: one per core).
+fn operator(plan: &Plan, workers: usize) -> String {
     let logical = plan.line();
     let (_, detail) = logical.split_once(": ").unwrap_or((&logical, ""));
+    let on = if workers == 1 {
+        "on 1 worker".to_string()
+    } else {
+        format!("on {workers} workers")
+    };
     match plan {
-        Plan::Scan { filter: None, .. } => format!("Scan: {detail} (streamed)"),
-        Plan::Scan { .. } => format!("Scan: {detail} (streamed; filtered in the scan workers)"),
+        Plan::Scan { filter: None, .. } => format!("Scan: {detail} (streamed {on})"),
+        Plan::Scan { .. } => {
+            format!("Scan: {detail} (streamed {on}; filtered in the scan workers)")
+        }
         Plan::Values { .. } => format!("Values: {detail}"),
         Plan::Filter { .. } => format!("Filter: {detail}"),
         Plan::Project { .. } => format!("Project: {detail}"),
@@ -97,30 +105,41 @@ fn operator(plan: &Plan) -> String {
             "HashDistinct (streams first occurrences; holds the keys seen)".into()
         }
         Plan::Join { kind, .. } => format!(
-            "HashJoin: {} {detail} (build: second input, held; probe: first, streamed)",
+            "HashJoin: {} {detail} (build: second input, held; probe: first, streamed {on})",
             format!("{kind:?}").to_lowercase()
         ),
         Plan::Union { .. } => format!("UnionAll: {detail} (one after the other)"),
     }
 }
 
-/// The physical plan as an indented tree.
+/// The physical plan as an indented tree, as it runs on this machine.
 pub fn physical(plan: &Plan) -> String {
+    physical_on(plan, crate::util::rt::cores())
+}
+
+/// The physical plan as it would run with `workers` cores.
+pub fn physical_on(plan: &Plan, workers: usize) -> String {
     let mut out = String::new();
-    tree(plan, 0, &mut out, &|_| String::new());
+    tree(plan, 0, workers, &mut out, &|_| String::new());
     out
 }
 
-fn tree(plan: &Plan, depth: usize, out: &mut String, note: &dyn Fn(&Plan) -> String) {
+fn tree(
+    plan: &Plan,
+    depth: usize,
+    workers: usize,
+    out: &mut String,
+    note: &dyn Fn(&Plan) -> String,
+) {
     let _ = writeln!(
         out,
         "{}{}{}",
         "  ".repeat(depth),
-        operator(plan),
+        operator(plan, workers),
         note(plan)
     );
     for i in plan.inputs() {
-        tree(i, depth + 1, out, note);
+        tree(i, depth + 1, workers, out, note);
     }
 }
 
@@ -149,7 +168,7 @@ pub fn analyze(plan: &Plan, provider: &dyn DataLayer, limits: Limits) -> Result<
         n
     };
     let mut out = String::new();
-    tree(plan, 0, &mut out, &note);
+    tree(plan, 0, crate::util::rt::cores(), &mut out, &note);
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     let _ = writeln!(
         out,

@@ -358,6 +358,32 @@ fn a_store_scan_filters_and_computes_on_several_threads_and_keeps_storage_order(
             .any(|l| l.contains("HashAggregate:") && l.contains("computed in the scan workers")),
         "{plan:#?}"
     );
+    // The plan says on how many workers the scan runs: one per core, or as
+    // many as RAYON_NUM_THREADS says.
+    for workers in ["1 worker;", "3 workers;"] {
+        let n = &workers[..1];
+        let o = env
+            .cmd()
+            .env("RAYON_NUM_THREADS", n)
+            .args([
+                "query",
+                s,
+                &format!("EXPLAIN {direct}"),
+                "--format",
+                "jsonl",
+                "-q",
+            ])
+            .output()
+            .unwrap();
+        let plan = lines(&o);
+        assert!(
+            plan.iter().any(|r| r["plan"]
+                .as_str()
+                .is_some_and(|l| l.contains("Scan: dataset.steps")
+                    && l.contains(&format!("(streamed on {workers}")))),
+            "{plan:#?}"
+        );
+    }
     // Aggregates that merge are first computed on each batch by the
     // workers, then merged.
     for (direct, nested) in [
