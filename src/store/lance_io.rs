@@ -195,8 +195,8 @@ const WINDOW_IO_BYTES: u64 = 32 << 20;
 /// default): a consumer slower than the disk, such as the full-text index
 /// build, would otherwise hold much of the table's text in memory, and even
 /// a fast one holds more than it needs (a `LIKE` over the tool output of the
-/// 1M-step store peaked at 535 MiB with Lance's default, 390 MiB with this
-/// window, and ran no slower).
+/// 1M-step benchmark store peaked at 535 MiB with Lance's default, 350 MiB
+/// with this window, and ran no slower).
 pub async fn scan_stream(
     path: &str,
     version: u64,
