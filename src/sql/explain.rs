@@ -65,6 +65,11 @@ impl Operator for Measured<'_> {
     }
 }
 
+/// What a hash aggregate holds: past half the memory budget, it reads its
+/// input again into spill files by a hash of the group keys (unless
+/// `--spill-limit 0`).
+const AGGREGATE_MEMORY: &str = "holds the groups, can spill its input by key hash";
+
 /// The physical operator of one plan node, with how it holds memory and,
 /// where the work is split, on how many workers (`workers`: one per core).
 fn operator(plan: &Plan, workers: usize) -> String {
@@ -90,16 +95,18 @@ fn operator(plan: &Plan, workers: usize) -> String {
             schema,
         } if matches!(**input, Plan::Scan { .. }) => {
             match super::pushdown::aggregate_into_scan(input, group, aggs, schema).describe() {
-                Some(pushed) => format!("HashAggregate: {detail} (holds the groups; {pushed})"),
-                None => format!("HashAggregate: {detail} (holds the groups)"),
+                Some(pushed) => format!("HashAggregate: {detail} ({AGGREGATE_MEMORY}; {pushed})"),
+                None => format!("HashAggregate: {detail} ({AGGREGATE_MEMORY})"),
             }
         }
-        Plan::Aggregate { .. } => format!("HashAggregate: {detail} (holds the groups)"),
+        Plan::Aggregate { .. } => format!("HashAggregate: {detail} ({AGGREGATE_MEMORY})"),
         Plan::Window { .. } => format!("Window: {detail} (holds its input)"),
         Plan::Sort { fetch: Some(_), .. } => {
             format!("TopN: {detail} (holds the best rows, cut back every batch)")
         }
-        Plan::Sort { .. } => format!("Sort: {detail} (holds its input)"),
+        Plan::Sort { .. } => {
+            format!("Sort: {detail} (holds its input, can spill it as sorted runs)")
+        }
         Plan::Limit { .. } => format!("Limit: {detail} (stops its input when reached)"),
         Plan::Distinct { .. } => {
             "HashDistinct (streams first occurrences; holds the keys seen)".into()
