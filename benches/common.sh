@@ -77,3 +77,29 @@ wait_line() {
 
 # ms_since T0 : milliseconds since T0 (from `date +%s.%N`).
 ms_since() { echo "$(date +%s.%N) $1" | awk '{printf "%.0f", ($1-$2)*1000}'; }
+
+# versus_duckdb OUT NAME TARGET OURS THEIRS WARMUP RUNS UNIT : one Markdown
+# row comparing `pchronicle query TARGET OURS` with the DuckDB CLI running
+# THEIRS, side by side in one hyperfine run: medians (UNIT ms or s), their
+# ratio, peak RSS of each, and whether both printed the same rows (sorted
+# CSV bodies, numbers rounded to 6 digits). OUT is a scratch directory.
+versus_duckdb() {
+  local out="$1" name="$2" target="$3" ours="$4" theirs="$5" warmup="$6" runs="$7" unit="$8"
+  local p d prss drss agree
+  printf '%s' "$ours" > "$out/ours.sql"
+  printf '%s;' "$theirs" > "$out/theirs.sql"
+  hyperfine --warmup "$warmup" --runs "$runs" --export-json "$out/h.json" \
+    -n pchronicle "$PC query $target \"\$(cat $out/ours.sql)\" --format csv -q > /dev/null" \
+    -n duckdb "duckdb -csv -c '.read $out/theirs.sql' > /dev/null" >&2
+  p=$(jq '.results[0].median' "$out/h.json")
+  d=$(jq '.results[1].median' "$out/h.json")
+  prss=$(peak_rss "$PC" query "$target" "$ours" --format csv -q)
+  drss=$(peak_rss duckdb -csv -c ".read $out/theirs.sql")
+  "$PC" query "$target" "$ours" --format csv -q | tail -n +2 | python3 "$ROOT/benches/normalize_csv.py" > "$out/a"
+  duckdb -csv -noheader -c ".read $out/theirs.sql" | python3 "$ROOT/benches/normalize_csv.py" > "$out/b"
+  if cmp -s "$out/a" "$out/b"; then agree=yes; else agree=NO; fi
+  awk -v n="$name" -v p="$p" -v d="$d" -v pr="$prss" -v dr="$drss" -v a="$agree" -v u="$unit" 'BEGIN{
+    if (u == "ms") { pt = sprintf("%.0f ms", p * 1000); dt = sprintf("%.0f ms", d * 1000) }
+    else { pt = sprintf("%.2f s", p); dt = sprintf("%.2f s", d) }
+    printf "| %s | %s | %s | %.2f× | %s MiB | %s MiB | %s |\n", n, pt, dt, p / d, pr, dr, a }'
+}

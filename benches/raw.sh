@@ -32,20 +32,7 @@ echo "| Query | pchronicle | DuckDB | ratio | pchronicle RSS | DuckDB RSS | rows
 echo "|---|---:|---:|---:|---:|---:|:---:|"
 for q in "${QUERIES[@]}"; do
   IFS='|' read -r name ours theirs <<< "$q"
-  printf '%s' "$ours" > "$OUT/ours.sql"
-  printf '%s;' "$theirs" > "$OUT/theirs.sql"
-  hyperfine --warmup 1 --runs "$REPEATS" --export-json "$OUT/h.json" \
-    -n pchronicle "$PC query $DIR \"\$(cat $OUT/ours.sql)\" --format csv -q > /dev/null" \
-    -n duckdb "duckdb -csv -c '.read $OUT/theirs.sql' > /dev/null" >&2
-  p=$(jq '.results[0].median' "$OUT/h.json")
-  d=$(jq '.results[1].median' "$OUT/h.json")
-  prss=$(peak_rss "$PC" query "$DIR" "$ours" --format csv -q)
-  drss=$(peak_rss duckdb -csv -c ".read $OUT/theirs.sql")
-  "$PC" query "$DIR" "$ours" --format csv -q | tail -n +2 | python3 "$(dirname "$0")/normalize_csv.py" > "$OUT/a"
-  duckdb -csv -noheader -c ".read $OUT/theirs.sql" | python3 "$(dirname "$0")/normalize_csv.py" > "$OUT/b"
-  if cmp -s "$OUT/a" "$OUT/b"; then agree=yes; else agree=NO; fi
-  awk -v n="$name" -v p="$p" -v d="$d" -v pr="$prss" -v dr="$drss" -v a="$agree" \
-    'BEGIN{printf "| %s | %.2f s | %.2f s | %.2f× | %s MiB | %s MiB | %s |\n", n, p, d, p/d, pr, dr, a}'
+  versus_duckdb "$OUT" "$name" "$DIR" "$ours" "$theirs" 1 "$REPEATS" s
 done
 echo
 echo "ratio = pchronicle time / DuckDB time (the goal is at most 0.8×)."

@@ -63,21 +63,7 @@ for q in "${QUERIES[@]}"; do
   IFS='|' read -r name sql <<< "$q"
   ours="${sql//\{steps\}/steps}"; ours="${ours//\{runs\}/trajectories}"
   theirs="${sql//\{steps\}/$P_STEPS}"; theirs="${theirs//\{runs\}/$P_RUNS}"
-  printf '%s' "$ours" > "$OUT/ours.sql"
-  printf '%s;' "$theirs" > "$OUT/theirs.sql"
-  hyperfine --warmup 2 --runs 10 --export-json "$OUT/h.json" \
-    -n pchronicle "$PC query $STORE \"\$(cat $OUT/ours.sql)\" --format csv -q > /dev/null" \
-    -n duckdb "duckdb -csv -c '.read $OUT/theirs.sql' > /dev/null" >&2
-  p=$(jq '.results[0].median' "$OUT/h.json")
-  d=$(jq '.results[1].median' "$OUT/h.json")
-  prss=$(peak_rss "$PC" query "$STORE" "$ours" --format csv -q)
-  drss=$(peak_rss duckdb -csv -c ".read $OUT/theirs.sql")
-  # Same rows? Compare sorted CSV bodies with numbers rounded to 6 digits.
-  "$PC" query "$STORE" "$ours" --format csv -q | tail -n +2 | python3 "$(dirname "$0")/normalize_csv.py" > "$OUT/a"
-  duckdb -csv -noheader -c ".read $OUT/theirs.sql" | python3 "$(dirname "$0")/normalize_csv.py" > "$OUT/b"
-  if cmp -s "$OUT/a" "$OUT/b"; then agree=yes; else agree=NO; fi
-  awk -v n="$name" -v p="$p" -v d="$d" -v pr="$prss" -v dr="$drss" -v a="$agree" \
-    'BEGIN{printf "| %s | %.0f ms | %.0f ms | %.2f× | %s MiB | %s MiB | %s |\n", n, p*1000, d*1000, p/d, pr, dr, a}'
+  versus_duckdb "$OUT" "$name" "$STORE" "$ours" "$theirs" 2 10 ms
 done
 echo
 echo "ratio = pchronicle time / DuckDB time (below 1 means pchronicle is faster)."
