@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::catalog::SnapshotRef;
 use crate::cli::settings::UserSettings;
-use crate::formats::events::{assemble_stream, project, Protocol};
+use crate::formats::events::{assemble_stream, project_records, Protocol};
 use crate::formats::model::Storyline;
 use crate::formats::sniff::{sniff_bytes, Sniffer};
 use crate::formats::{decode_bytes, DecodeCtx, DecodeOptions};
@@ -243,7 +243,7 @@ pub fn captured_events(data: &[u8]) {
         .filter(Value::is_object)
         .collect();
     let refs: Vec<(&Value, i64)> = events.iter().map(|e| (e, 1)).collect();
-    project(&refs, "fuzz/events.lance")
+    project_records(&refs, "fuzz/events.lance")
         .iter()
         .for_each(round_trips);
 }

@@ -689,21 +689,52 @@ pub fn events_envelopes(
 /// `formats::events`), with what the store holds. `newest_ms` is the time of
 /// the newest event, from which a reader works out the lag.
 pub(super) fn project_events(src: &Source) -> Result<ProjectedEvents, ReadFailure> {
-    let rows = events_rows(src)?;
-    let duplicates: i64 = rows.iter().map(|(_, d)| *d).sum();
-    let newest = rows.iter().map(|(r, _)| r.timestamp_unix_ms).max();
-    let sessions: HashSet<&str> = rows
-        .iter()
-        .map(|(r, _)| {
-            r.record
-                .get("session_id")
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or("")
-        })
-        .collect();
+    use crate::store::StoreError;
+    use arrow::array::{Array, Int64Array, StringArray};
+    let (path, version) = events_table(src)?;
+    let read = crate::store::events::read_deduped(
+        &path,
+        version,
+        &["session_id", "call_id", "kind", "payload_json"],
+    )
+    .map_err(|e| store_failure(src, &e))?;
+    let corrupt = |what: &str| store_failure(src, &StoreError::Corrupt(format!("events: {what}")));
+    // Per batch: seq, timestamp, session_id, call_id, kind, payload_json.
+    let mut columns = Vec::with_capacity(read.batches.len());
+    for b in &read.batches {
+        let int = |i: usize| b.column(i).as_any().downcast_ref::<Int64Array>();
+        let text = |i: usize| b.column(i).as_any().downcast_ref::<StringArray>();
+        let (Some(seq), Some(ts)) = (int(0), int(1)) else {
+            return Err(corrupt("`seq` or `timestamp_unix_ms` is not Int64"));
+        };
+        let (Some(sid), Some(cid), Some(kind), Some(record)) = (text(3), text(4), text(5), text(6))
+        else {
+            return Err(corrupt("an envelope column or `payload_json` is not Utf8"));
+        };
+        columns.push((seq, ts, sid, cid, kind, record));
+    }
+    let mut newest: Option<i64> = None;
+    let mut sessions: HashSet<&str> = HashSet::new();
+    let mut events = Vec::with_capacity(read.kept.len());
+    for (&(b, r), &duplicates) in read.kept.iter().zip(&read.duplicates) {
+        let (seq, ts, sid, cid, kind, record) = columns[b as usize];
+        let r = r as usize;
+        newest = newest.max(Some(ts.value(r)));
+        let session_id = or_empty(sid, r);
+        sessions.insert(session_id);
+        events.push(formats::events::StoredEvent {
+            seq: seq.value(r),
+            session_id,
+            call_id: or_empty(cid, r),
+            kind: or_empty(kind, r),
+            duplicates,
+            record: record.value(r),
+        });
+    }
+    let duplicates: i64 = read.duplicates.iter().sum();
     let summary = EventsSummary {
-        stored_rows: rows.len() as u64 + duplicates as u64,
-        events: rows.len() as u64,
+        stored_rows: events.len() as u64 + duplicates as u64,
+        events: events.len() as u64,
         duplicates: duplicates as u64,
         sessions: sessions.len() as u64,
         newest_event_at: newest
@@ -714,13 +745,23 @@ pub(super) fn project_events(src: &Source) -> Result<ProjectedEvents, ReadFailur
         // `status` fills this in.
         wal_pending_events: None,
     };
-    let refs: Vec<(&serde_json::Value, i64)> = rows.iter().map(|(r, d)| (&r.record, *d)).collect();
-    let docs = formats::events::project(&refs, &src.source_path);
+    let docs = formats::events::project(&events, &src.source_path)
+        .map_err(|e| corrupt(&format!("payload_json of seq {}: {}", e.seq, e.message)))?;
     Ok(ProjectedEvents {
         docs,
         summary,
         newest_ms: newest,
     })
+}
+
+/// Row `r` of `a`, or `""` when null.
+fn or_empty(a: &arrow::array::StringArray, r: usize) -> &str {
+    use arrow::array::Array;
+    if a.is_null(r) {
+        ""
+    } else {
+        a.value(r)
+    }
 }
 
 /// What [`project_events`] makes of an events store.

@@ -205,6 +205,66 @@ fn first_copies<'a>(ids: impl Iterator<Item = Option<&'a str>>) -> (Vec<u32>, Ve
     (keep, dups)
 }
 
+/// Columns of `path@version` with the first copy of each event marked (see
+/// [`dedupe`]); nothing is parsed.
+pub struct DedupedColumns {
+    /// `seq`, `timestamp_unix_ms`, `event_id`, then the columns asked for,
+    /// in storage order.
+    pub batches: Vec<RecordBatch>,
+    /// (batch, row) of the first copy of each event, in storage order.
+    pub kept: Vec<(u32, u32)>,
+    /// How many further copies each kept event has.
+    pub duplicates: Vec<i64>,
+}
+
+/// Columns `seq`, `timestamp_unix_ms`, `event_id`, then `columns` (envelope
+/// columns or `payload_json`) of `path@version`, with the first copies
+/// marked as [`dedupe`] keeps them. The batches are kept as Lance returns
+/// them: a reader borrows the rows it needs instead of copying the table.
+pub fn read_deduped(
+    path: &str,
+    version: u64,
+    columns: &[&str],
+) -> Result<DedupedColumns, StoreError> {
+    let mut cols = vec!["seq", "timestamp_unix_ms", "event_id"];
+    for c in columns {
+        if !TEXT_COLUMNS.contains(c) && *c != "payload_json" {
+            return Err(StoreError::Internal(format!("no events column {c}")));
+        }
+        if !cols.contains(c) {
+            cols.push(c);
+        }
+    }
+    let p = path.to_string();
+    let read = cols.clone();
+    let batches =
+        runtime().block_on(async move { lance_io::scan(&p, version, &read, None).await })?;
+    let mut ids: Vec<(u32, u32, &StringArray)> = Vec::with_capacity(batches.len());
+    for (b, batch) in batches.iter().enumerate() {
+        let a = batch
+            .column(2)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| StoreError::Corrupt("events: `event_id` is not Utf8".into()))?;
+        ids.push((b as u32, batch.num_rows() as u32, a));
+    }
+    let positions: Vec<(u32, u32)> = ids
+        .iter()
+        .flat_map(|&(b, n, _)| (0..n).map(move |r| (b, r)))
+        .collect();
+    let (keep, duplicates) = first_copies(
+        ids.iter()
+            .flat_map(|&(_, _, a)| (0..a.len()).map(move |r| (!a.is_null(r)).then(|| a.value(r)))),
+    );
+    let kept = keep.into_iter().map(|i| positions[i as usize]).collect();
+    drop(ids);
+    Ok(DedupedColumns {
+        batches,
+        kept,
+        duplicates,
+    })
+}
+
 /// The envelope columns of `path@version`: `seq`, `timestamp_unix_ms`,
 /// `event_id`, then `columns` (names of [`TEXT_COLUMNS`]), deduplicated as
 /// [`dedupe`] does, with each row's count of further copies. The payloads are
@@ -216,43 +276,47 @@ pub fn read_envelopes(
     version: u64,
     columns: &[&str],
 ) -> Result<(RecordBatch, Vec<i64>), StoreError> {
-    let mut cols = vec!["seq", "timestamp_unix_ms", "event_id"];
-    for c in columns {
-        if !TEXT_COLUMNS.contains(c) {
-            return Err(StoreError::Internal(format!("no envelope column {c}")));
-        }
-        if !cols.contains(c) {
-            cols.push(c);
-        }
+    if let Some(c) = columns.iter().find(|c| !TEXT_COLUMNS.contains(c)) {
+        return Err(StoreError::Internal(format!("no envelope column {c}")));
     }
-    let p = path.to_string();
-    let read = cols.clone();
-    let batches =
-        runtime().block_on(async move { lance_io::scan(&p, version, &read, None).await })?;
-    let schema = match batches.first() {
+    let read = read_deduped(path, version, columns)?;
+    let schema = match read.batches.first() {
         Some(b) => b.schema(),
-        None => Arc::new(
-            events_table_schema()
-                .project(
-                    &cols
-                        .iter()
-                        .map(|c| events_table_schema().index_of(c))
-                        .collect::<Result<Vec<_>, _>>()
-                        .map_err(|e| StoreError::Internal(e.to_string()))?,
-                )
-                .map_err(arrow_error)?,
-        ),
+        None => {
+            let mut names = vec!["seq", "timestamp_unix_ms", "event_id"];
+            for c in columns {
+                if !names.contains(c) {
+                    names.push(c);
+                }
+            }
+            Arc::new(
+                events_table_schema()
+                    .project(
+                        &names
+                            .iter()
+                            .map(|c| events_table_schema().index_of(c))
+                            .collect::<Result<Vec<_>, _>>()
+                            .map_err(|e| StoreError::Internal(e.to_string()))?,
+                    )
+                    .map_err(arrow_error)?,
+            )
+        }
     };
-    let all = arrow::compute::concat_batches(&schema, &batches).map_err(arrow_error)?;
-    let ids = all
-        .column(2)
-        .as_any()
-        .downcast_ref::<StringArray>()
-        .ok_or_else(|| StoreError::Corrupt("events: `event_id` is not Utf8".into()))?;
-    let (keep, dups) = first_copies(ids.iter());
+    let mut offsets = Vec::with_capacity(read.batches.len());
+    let mut total = 0u32;
+    for b in &read.batches {
+        offsets.push(total);
+        total += b.num_rows() as u32;
+    }
+    let keep: Vec<u32> = read
+        .kept
+        .iter()
+        .map(|&(b, r)| offsets[b as usize] + r)
+        .collect();
+    let all = arrow::compute::concat_batches(&schema, &read.batches).map_err(arrow_error)?;
     let kept = arrow::compute::take_record_batch(&all, &arrow::array::UInt32Array::from(keep))
         .map_err(arrow_error)?;
-    Ok((kept, dups))
+    Ok((kept, read.duplicates))
 }
 
 fn arrow_error(e: arrow::error::ArrowError) -> StoreError {

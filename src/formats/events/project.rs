@@ -1,0 +1,429 @@
+//! The projection of stored events onto trajectories (see the module
+//! above): events grouped by session, calls paired by `call_id` and taken
+//! in `seq` order, each record parsed only when its call is folded in.
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+
+use super::super::model::{Origin, Storyline, Turn};
+use super::super::openai::{attach_result, convert_calls, reasoning_of, role_src};
+use super::super::DecodeCtx;
+use super::{request_messages, response_reply, Protocol, SOURCE};
+
+fn is_request(kind: &str) -> bool {
+    matches!(kind, "http.request" | "llm.request")
+}
+
+fn is_response(kind: &str) -> bool {
+    matches!(
+        kind,
+        "http.response" | "http.response.stream" | "llm.response" | "llm.response.stream"
+    )
+}
+
+/// `payload.http.<key>`, or the flat compatibility key.
+fn http_field<'a>(payload: &'a Value, key: &str, flat: &str) -> Option<&'a Value> {
+    payload
+        .get("http")
+        .and_then(|h| h.get(key))
+        .or_else(|| payload.get(flat))
+}
+
+fn rfc3339(ms: i64) -> Value {
+    chrono::DateTime::from_timestamp_millis(ms).map_or(Value::Null, |t| {
+        Value::String(t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+    })
+}
+
+/// One stored event as the projection first sees it: the envelope columns
+/// it is grouped and ordered by (which hold what the record says, see
+/// `store::events::events_batch`) and the record's JSON text, parsed only
+/// when its call is projected.
+#[derive(Debug, Clone, Copy)]
+pub struct StoredEvent<'a> {
+    /// Producer sequence number (`0` when the record has none).
+    pub seq: i64,
+    /// `session_id` (`""` when absent).
+    pub session_id: &'a str,
+    /// `call_id` (`""` when absent).
+    pub call_id: &'a str,
+    /// `kind` (`""` when absent).
+    pub kind: &'a str,
+    /// How many further copies of the event were stored.
+    pub duplicates: i64,
+    /// The complete event record, as JSON text.
+    pub record: &'a str,
+}
+
+/// A stored record that is not JSON.
+#[derive(Debug)]
+pub struct BadRecord {
+    /// The event's `seq`.
+    pub seq: i64,
+    /// What the parser said.
+    pub message: String,
+}
+
+/// The members of `e`'s record that the projection reads.
+fn parse(e: &StoredEvent<'_>) -> Result<Value, BadRecord> {
+    super::pruned::parse_record(e.record).map_err(|err| BadRecord {
+        seq: e.seq,
+        message: err.to_string(),
+    })
+}
+
+/// Calls whose events are parsed together, in parallel, before they are
+/// folded in order: enough to keep the cores busy, few enough that the
+/// parsed records of a session never pile up.
+const PARSE_CHUNK: usize = 256;
+
+/// Project deduplicated events onto one Storyline per session, sessions in
+/// order of their first event. Sessions are projected in parallel, and a
+/// session's records are parsed a chunk of calls at a time, so memory holds
+/// the record texts and the trajectories, not every parsed record.
+pub fn project(events: &[StoredEvent<'_>], source_path: &str) -> Result<Vec<Storyline>, BadRecord> {
+    use rayon::prelude::*;
+    let mut order: Vec<&str> = Vec::new();
+    let mut sessions: HashMap<&str, Vec<&StoredEvent<'_>>> = HashMap::new();
+    for e in events {
+        sessions
+            .entry(e.session_id)
+            .or_insert_with(|| {
+                order.push(e.session_id);
+                Vec::new()
+            })
+            .push(e);
+    }
+    let groups: Vec<(&str, Vec<&StoredEvent<'_>>)> = order
+        .into_iter()
+        .map(|sid| {
+            let mut evs = sessions.remove(sid).unwrap_or_default();
+            evs.sort_by_key(|e| e.seq);
+            (sid, evs)
+        })
+        .collect();
+    groups
+        .into_par_iter()
+        .map(|(sid, evs)| {
+            // Diagnostics of a projection are not reported: each session
+            // gets its own context.
+            project_session(sid, &evs, &mut DecodeCtx::new(source_path))
+        })
+        .collect()
+}
+
+/// [`project`] over parsed records (each with its duplicate count), keyed
+/// by the fields the store keeps beside each record.
+pub fn project_records(events: &[(&Value, i64)], source_path: &str) -> Vec<Storyline> {
+    let field = |e: &Value, k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let texts: Vec<(String, [String; 3])> = events
+        .iter()
+        .map(|(e, _)| {
+            let keys = [
+                field(e, "session_id"),
+                field(e, "call_id"),
+                field(e, "kind"),
+            ];
+            (e.to_string(), keys)
+        })
+        .collect();
+    let stored: Vec<StoredEvent<'_>> = events
+        .iter()
+        .zip(&texts)
+        .map(|((e, d), (text, [s, c, k]))| StoredEvent {
+            seq: e.get("seq").and_then(Value::as_i64).unwrap_or(0),
+            session_id: s,
+            call_id: c,
+            kind: k,
+            duplicates: *d,
+            record: text,
+        })
+        .collect();
+    // The records were JSON before they were text again.
+    project(&stored, source_path).unwrap_or_default()
+}
+
+fn project_session(
+    sid: &str,
+    events: &[&StoredEvent<'_>],
+    ctx: &mut DecodeCtx,
+) -> Result<Storyline, BadRecord> {
+    use rayon::prelude::*;
+    let first = events.first().map(|e| parse(e)).transpose()?;
+    let first = first.as_ref();
+    let agent = first
+        .and_then(|e| e.get("agent_id"))
+        .and_then(Value::as_str)
+        .unwrap_or("gateway");
+    let session = if sid.is_empty() { "unknown" } else { sid };
+    let mut doc = Storyline::new(session, agent);
+    doc.origin = Some(Origin {
+        format: SOURCE.into(),
+        schema_version: None,
+        document_id: Some(session.to_string()),
+    });
+    doc.run = first
+        .and_then(|e| e.get("run_id"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let ts = |e: &Value| e.get("timestamp_unix_ms").and_then(Value::as_i64);
+    doc.started_at = first.and_then(ts).map(rfc3339);
+    doc.finished_at = match events {
+        [_, .., last] => ts(&parse(last)?),
+        _ => first.and_then(ts),
+    }
+    .map(rfc3339);
+
+    // Each call's (request, response) event, by position in `events`.
+    let mut calls: Vec<(&str, Option<usize>, Option<usize>)> = Vec::new();
+    let mut by_id: HashMap<&str, usize> = HashMap::new();
+    let mut duplicates = 0i64;
+    for (i, e) in events.iter().enumerate() {
+        duplicates += e.duplicates;
+        let slot = *by_id.entry(e.call_id).or_insert_with(|| {
+            calls.push((e.call_id, None, None));
+            calls.len() - 1
+        });
+        if is_request(e.kind) {
+            calls[slot].1.get_or_insert(i);
+        } else if is_response(e.kind) {
+            calls[slot].2 = Some(i);
+        }
+    }
+
+    let mut owner: HashMap<String, usize> = HashMap::new();
+    let mut prev_len: Option<usize> = None;
+    let mut prev_replied = false;
+    let mut failed = 0i64;
+    let mut answered = 0i64;
+    let mut unrecorded = 0i64;
+    for chunk in calls.chunks(PARSE_CHUNK) {
+        let parsed = chunk
+            .par_iter()
+            .map(|&(_, req, resp)| match req {
+                // A call with no request is not projected: its answer is
+                // not read either.
+                None => Ok((None, None)),
+                Some(req) => Ok((
+                    Some(parse(events[req])?),
+                    resp.map(|r| parse(events[r])).transpose()?,
+                )),
+            })
+            .collect::<Result<Vec<_>, BadRecord>>()?;
+        for (&(cid, _, _), (req, resp)) in chunk.iter().zip(&parsed) {
+            let Some(req) = req else { continue };
+            let payload = req.get("payload").unwrap_or(&Value::Null);
+            let protocol = payload
+                .get("protocol")
+                .and_then(Value::as_str)
+                .and_then(Protocol::from_name)
+                .or_else(|| {
+                    http_field(payload, "path", "path")
+                        .and_then(Value::as_str)
+                        .and_then(Protocol::from_path)
+                })
+                .unwrap_or(Protocol::ChatCompletions);
+            let body = http_field(payload, "request_body", "body").unwrap_or(&Value::Null);
+            let msgs = request_messages(protocol, body);
+            let start = match prev_len {
+                None => 0,
+                Some(p) => {
+                    let s = p + usize::from(prev_replied);
+                    if s <= msgs.len() {
+                        s
+                    } else {
+                        // The history was rewritten: take what follows the last reply.
+                        msgs.iter()
+                            .rposition(|m| {
+                                m.get("role").and_then(Value::as_str) == Some("assistant")
+                            })
+                            .map_or(0, |i| i + 1)
+                    }
+                }
+            };
+            if doc.agent.tools.is_none() {
+                doc.agent.tools = body.get("tools").cloned();
+            }
+            let req_ts = ts(req);
+            for m in &msgs[start.min(msgs.len())..] {
+                push_message(&mut doc, m, &mut owner, ctx, req_ts);
+            }
+            prev_len = Some(msgs.len());
+            prev_replied = false;
+            let Some(resp) = resp else { continue };
+            let rp = resp.get("payload").unwrap_or(&Value::Null);
+            let status = http_field(rp, "status", "status")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            let rbody = rp
+                .get("assembled")
+                .or_else(|| http_field(rp, "response_body", "body"))
+                .unwrap_or(&Value::Null);
+            let reply = response_reply(protocol, rbody);
+            if !(200..300).contains(&status) {
+                failed += 1;
+                continue;
+            }
+            let Some(message) = reply.message else {
+                // Answered, but the body was not kept (summary capture).
+                unrecorded += 1;
+                prev_replied = true;
+                continue;
+            };
+            answered += 1;
+            let id = doc.turns.len() as i64 + 1;
+            let Value::Object(mo) = &message else {
+                continue;
+            };
+            let mut turn = Turn::new(
+                id,
+                "agent",
+                mo.get("content").cloned().unwrap_or(Value::Null),
+            );
+            turn.reason = reasoning_of(mo);
+            turn.model = reply
+                .model
+                .clone()
+                .or_else(|| rp.get("model").and_then(Value::as_str).map(str::to_string));
+            turn.ts = ts(resp).map(rfc3339);
+            let timing = rp.get("timing");
+            turn.latency_ms = timing
+                .and_then(|t| t.get("duration_ms"))
+                .and_then(Value::as_f64)
+                .map(|v| v as i64);
+            turn.ttft_ms = timing
+                .and_then(|t| t.get("ttft_ms"))
+                .and_then(Value::as_f64)
+                .map(|v| v as i64);
+            turn.metrics.clone_from(&reply.usage);
+            turn.extra = Some(json!({ "call_id": cid }));
+            if let Some(Value::Array(tcs)) = mo.get("tool_calls") {
+                let c = convert_calls(tcs, id, ctx, &format!("call {cid}"));
+                for call in &c {
+                    owner.insert(call.tcid.clone(), doc.turns.len());
+                }
+                if !c.is_empty() {
+                    turn.tool_calls = Some(c);
+                }
+            }
+            if turn.model.is_some() {
+                doc.agent.model.clone_from(&turn.model);
+            }
+            doc.turns.push(turn);
+            prev_replied = true;
+        }
+    }
+    doc.extra = Some(json!({
+        "gateway": {
+            "calls": calls.len(),
+            "answered_calls": answered,
+            "failed_calls": failed,
+            "answers_not_captured": unrecorded,
+            "duplicate_events": duplicates,
+        }
+    }));
+    Ok(doc)
+}
+
+fn push_message(
+    doc: &mut Storyline,
+    m: &Value,
+    owner: &mut HashMap<String, usize>,
+    ctx: &mut DecodeCtx,
+    ts: Option<i64>,
+) {
+    let Some(mo) = m.as_object() else { return };
+    let role = mo.get("role").and_then(Value::as_str).unwrap_or("");
+    if role == "tool" || role == "function" {
+        let tcid = mo.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
+        let content = mo.get("content").cloned().unwrap_or(Value::Null);
+        let fallback = doc.turns.len().checked_sub(1);
+        attach_result(&mut doc.turns, owner, fallback, tcid, content);
+        return;
+    }
+    let id = doc.turns.len() as i64 + 1;
+    let mut turn = Turn::new(
+        id,
+        role_src(role),
+        mo.get("content").cloned().unwrap_or(Value::Null),
+    );
+    turn.reason = reasoning_of(mo);
+    turn.ts = ts.map(rfc3339);
+    if let Some(Value::Array(calls)) = mo.get("tool_calls") {
+        let c = convert_calls(calls, id, ctx, "history");
+        for call in &c {
+            owner.insert(call.tcid.clone(), doc.turns.len());
+        }
+        if !c.is_empty() {
+            turn.tool_calls = Some(c);
+        }
+    }
+    doc.turns.push(turn);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn project(events: &[(&Value, i64)], source_path: &str) -> Vec<Storyline> {
+        project_records(events, source_path)
+    }
+
+    #[test]
+    fn sessions_project_new_messages_once() {
+        let req1 = json!({"seq": 1, "session_id": "s", "call_id": "a", "kind": "http.request",
+            "timestamp_unix_ms": 1000,
+            "payload": {"protocol": "chat.completions", "http": {"request_body": {"model": "m",
+              "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "q1"}]}}}});
+        let resp1 = json!({"seq": 2, "session_id": "s", "call_id": "a", "kind": "http.response",
+            "timestamp_unix_ms": 1500,
+            "payload": {"http": {"status": 200, "response_body": {"model": "m", "choices": [{"message":
+              {"role": "assistant", "content": "", "tool_calls": [{"id": "t", "function": {"name": "ls", "arguments": "{}"}}]}}],
+              "usage": {"prompt_tokens": 4, "completion_tokens": 1}}}}});
+        let req2 = json!({"seq": 3, "session_id": "s", "call_id": "b", "kind": "http.request",
+            "timestamp_unix_ms": 2000,
+            "payload": {"protocol": "chat.completions", "http": {"request_body": {"model": "m",
+              "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "q1"},
+                {"role": "assistant", "content": "", "tool_calls": [{"id": "t", "function": {"name": "ls", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "t", "content": "a.txt"}]}}}});
+        let resp2 = json!({"seq": 4, "session_id": "s", "call_id": "b", "kind": "http.response",
+            "timestamp_unix_ms": 2500,
+            "payload": {"http": {"status": 200, "response_body": {"choices": [{"message":
+              {"role": "assistant", "content": "done"}}]}}}});
+        let evs = [(&req1, 0), (&resp1, 1), (&req2, 0), (&resp2, 0)];
+        let docs = project(&evs, "events.lance");
+        assert_eq!(docs.len(), 1);
+        let d = &docs[0];
+        let srcs: Vec<&str> = d.turns.iter().map(|t| t.src.as_str()).collect();
+        assert_eq!(srcs, ["system", "user", "agent", "agent"]);
+        assert_eq!(d.turns[2].tool_calls.as_ref().unwrap()[0].tcid, "t");
+        assert!(d.turns[2].observation.is_some());
+        assert_eq!(d.turns[3].msg, "done");
+        assert_eq!(d.extra.as_ref().unwrap()["gateway"]["duplicate_events"], 1);
+    }
+
+    #[test]
+    fn tool_results_keep_media_as_placeholders() {
+        // An Anthropic tool result with a screenshot: the text and a
+        // labelled placeholder, as every other format decodes it.
+        let req = json!({"seq": 1, "session_id": "s", "call_id": "a", "kind": "http.request",
+            "timestamp_unix_ms": 1000,
+            "payload": {"protocol": "anthropic.messages", "http": {"request_body": {"model": "m",
+              "messages": [{"role": "user", "content": "look"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "tu", "name": "shot", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu", "content": [
+                  {"type": "text", "text": "saved\tscreen.png"},
+                  {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}}]}]}]}}}});
+        let docs = project(&[(&req, 0)], "events.lance");
+        let obs = docs[0]
+            .turns
+            .iter()
+            .find_map(|t| t.observation.as_ref())
+            .expect("the tool result is an observation");
+        assert_eq!(
+            crate::formats::text::observation_text(obs).as_deref(),
+            Some("saved\tscreen.png\n[image: image/png]")
+        );
+    }
+}
