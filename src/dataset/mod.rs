@@ -263,6 +263,33 @@ impl DataLayer for Mounts {
         relation != "sources"
     }
 
+    fn json_mirror(
+        &self,
+        dataset: &str,
+        relation: &str,
+        json: &str,
+        key: &str,
+    ) -> Option<&'static str> {
+        let mirror = crate::store::mirrors::find(relation, json, key)?;
+        let name = mirror.name();
+        let sources = &self.mount(dataset)?.snapshot.sources;
+        // Only a store checks its rows; one Source of another kind and the
+        // JSON is parsed. A store that cannot be opened now is not promised
+        // anything (its scan reports why).
+        let every = sources.iter().all(|s| {
+            s.kind == crate::catalog::SourceKind::Store
+                && s.format == crate::formats::SourceFormat::StorylineLance
+                && crate::catalog::read::open_store(s).is_ok_and(|store| {
+                    store
+                        .current()
+                        .committed
+                        .as_ref()
+                        .is_some_and(|c| c.mirrors.contains(&name))
+                })
+        });
+        (every && !sources.is_empty()).then_some(mirror.typed)
+    }
+
     fn scan(
         &self,
         dataset: &str,

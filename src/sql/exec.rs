@@ -311,7 +311,7 @@ fn materialise(mut e: Expr, ctx: &ExecCtx<'_>) -> Result<Expr, SqlError> {
         negated,
     } = e
     {
-        let plan = super::optimize::optimize(*plan);
+        let plan = super::optimize::optimize(*plan, ctx.provider);
         let batches = execute(&plan, ctx)?;
         let schema = plan.schema();
         let all = ops::concat(&schema, &batches)?;

@@ -9,7 +9,6 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, TimestampNanosecondType};
 use chrono::{DateTime, Datelike, Timelike};
-use serde_json::Value;
 
 use super::error::suggest;
 use super::logical::{Expr, Func};
@@ -448,14 +447,10 @@ pub fn eval_call(func: Func, args: &[ArrayRef], n: usize) -> Result<ArrayRef, Sq
                         last = Some((arg, steps));
                     }
                     let steps = last.as_ref()?.1.as_ref()?;
-                    let v = crate::util::json_follow::follow(docs.value(i), steps).ok()??;
                     if as_text {
-                        match v {
-                            Value::Null => None,
-                            Value::String(s) => Some(s),
-                            other => Some(other.to_string()),
-                        }
+                        crate::util::json_follow::text_at(docs.value(i), steps)
                     } else {
+                        let v = crate::util::json_follow::follow(docs.value(i), steps).ok()??;
                         Some(v.to_string())
                     }
                 })
@@ -598,17 +593,23 @@ impl<'a> PathArg<'a> {
         }
     }
 
-    /// The steps, or `None` for a path that does not parse. With `->` and
-    /// `->>` (`arrow_op`), text not starting with `$` is one member name.
+    /// The steps, or `None` for a path that does not parse.
     fn steps(&self, arrow_op: bool) -> Option<Vec<PathStep>> {
         match self {
             PathArg::Index(n) => Some(vec![PathStep::signed(*n)]),
-            PathArg::Text(p) if arrow_op && !p.starts_with('$') => {
-                Some(vec![PathStep::Key((*p).to_string())])
-            }
-            PathArg::Text(p) => parse_json_path(p),
+            PathArg::Text(p) => text_path(p, arrow_op),
         }
     }
+}
+
+/// The steps of a text path argument, or `None` for a path that does not
+/// parse. With `->` and `->>` (`arrow_op`), text not starting with `$` is
+/// one member name.
+pub fn text_path(p: &str, arrow_op: bool) -> Option<Vec<PathStep>> {
+    if arrow_op && !p.starts_with('$') {
+        return Some(vec![PathStep::Key(p.to_string())]);
+    }
+    parse_json_path(p)
 }
 
 /// Parse a `json_extract` path: a JSONPath with SQL's index rules (negative

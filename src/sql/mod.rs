@@ -18,6 +18,7 @@ pub mod explain;
 mod expr;
 pub mod functions;
 pub mod logical;
+mod mirror;
 mod ops;
 pub mod optimize;
 pub mod parse;
@@ -58,6 +59,20 @@ pub trait DataLayer: Sync {
         emit: &mut dyn FnMut(RecordBatch) -> Result<(), SqlError>,
         check: &(dyn Fn() -> Result<(), SqlError> + Sync),
     ) -> Result<(), SqlError>;
+
+    /// The BIGINT column of `relation` that holds, on every row of every
+    /// Source of `dataset`, the text `json ->> key` gives as its decimal
+    /// digits (see `store::mirrors`), so a query may read it instead of
+    /// parsing the JSON. `None` when any Source cannot promise it.
+    fn json_mirror(
+        &self,
+        _dataset: &str,
+        _relation: &str,
+        _json: &str,
+        _key: &str,
+    ) -> Option<&'static str> {
+        None
+    }
 }
 
 /// Bounds on one query.
@@ -111,14 +126,20 @@ pub fn plan(text: &str, provider: &dyn DataLayer) -> Result<Statement, SqlError>
                 unreachable!("parse returns queries")
             };
             let mut b = bind::Binder::new(provider, &stmt);
-            Ok(Statement::Query(optimize::optimize(b.bind_query(q)?)))
+            Ok(Statement::Query(optimize::optimize(
+                b.bind_query(q)?,
+                provider,
+            )))
         }
         parse::Parsed::Explain(stmt) => {
             let sqlparser::ast::Statement::Query(q) = &stmt else {
                 unreachable!("parse returns queries")
             };
             let mut b = bind::Binder::new(provider, &stmt);
-            Ok(Statement::Explain(optimize::optimize(b.bind_query(q)?)))
+            Ok(Statement::Explain(optimize::optimize(
+                b.bind_query(q)?,
+                provider,
+            )))
         }
         parse::Parsed::ExplainAnalyze(stmt) => {
             let sqlparser::ast::Statement::Query(q) = &stmt else {
@@ -127,6 +148,7 @@ pub fn plan(text: &str, provider: &dyn DataLayer) -> Result<Statement, SqlError>
             let mut b = bind::Binder::new(provider, &stmt);
             Ok(Statement::ExplainAnalyze(optimize::optimize(
                 b.bind_query(q)?,
+                provider,
             )))
         }
         parse::Parsed::Describe(parts) => {

@@ -9,9 +9,10 @@ use arrow::datatypes::{Schema, SchemaRef};
 
 use super::logical::{Expr, JoinKind, Plan};
 
-/// Apply all rewrites.
-pub fn optimize(plan: Plan) -> Plan {
-    let plan = push_filters(plan);
+/// Apply all rewrites; `layer` says which JSON members typed columns
+/// mirror ([`super::mirror`]).
+pub fn optimize(plan: Plan, layer: &dyn super::DataLayer) -> Plan {
+    let plan = push_filters(super::mirror::rewrite(plan, layer));
     let n = plan.schema().fields().len();
     let all: Vec<usize> = (0..n).collect();
     super::build_side::choose(prune(plan, &all).0)

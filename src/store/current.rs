@@ -40,6 +40,10 @@ pub struct Committed {
     /// Lance version of `objects`, when the store has large cells.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub objects_version: Option<u64>,
+    /// The typed columns that mirror a JSON member on every row
+    /// (`table.json.key`, see [`super::mirrors`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mirrors: Vec<String>,
 }
 
 /// The `CURRENT` file.

@@ -21,6 +21,7 @@
 pub mod current;
 pub mod events;
 mod lance_io;
+pub mod mirrors;
 mod objects;
 pub mod publish;
 mod read;

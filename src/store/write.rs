@@ -14,6 +14,7 @@ use lance_index::IndexType;
 
 use super::current::{new_generation, sync_dir, Committed, Current, STORE_SCHEMA_VERSION};
 use super::lance_io::{create_table, lance_err, open_at, runtime, ChannelReader};
+use super::mirrors::MirrorCheck;
 use super::objects::{referenced_ids, ObjectSink};
 use super::schema::{dir_name, objects_schema, stored_columns, table_schema, STORE_TABLES};
 use super::{MaintainOptions, MaintainReport, StoreError};
@@ -55,6 +56,8 @@ pub struct StoreWriter {
     /// Store layout version written.
     layout: u64,
     sent: [bool; 4],
+    /// Which typed columns mirror their JSON member on every row so far.
+    mirrors: MirrorCheck,
     ordinal: usize,
     summary: WriteSummary,
 }
@@ -148,6 +151,7 @@ impl StoreWriter {
             objects: ObjectSink::default(),
             layout,
             sent: [false; 4],
+            mirrors: MirrorCheck::default(),
             ordinal: 0,
             summary: WriteSummary::default(),
         })
@@ -159,6 +163,9 @@ impl StoreWriter {
         batch: arrow::record_batch::RecordBatch,
     ) -> Result<(), StoreError> {
         let batch = if i < 3 {
+            // Checked on the cells as written, before large ones move to
+            // `objects`: a query reads them back resolved.
+            self.mirrors.check(STORE_TABLES[i].name(), &batch);
             self.objects.offload(batch)?
         } else {
             batch
@@ -244,6 +251,7 @@ impl StoreWriter {
             steps_version: versions[1].unwrap_or(0),
             tool_calls_version: versions[2].unwrap_or(0),
             objects_version,
+            mirrors: self.mirrors.holding(),
         };
         sync_dir(&self.root.join("generations").join(&self.generation));
         Current {
@@ -406,6 +414,8 @@ pub fn maintain(root: &Path, options: &MaintainOptions) -> Result<MaintainReport
         steps_version: new_versions[1],
         tool_calls_version: new_versions[2],
         objects_version,
+        // Maintenance keeps every row: what held still holds.
+        mirrors: c.mirrors.clone(),
     };
     Current {
         control_version: 1,

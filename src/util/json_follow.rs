@@ -28,6 +28,17 @@ pub fn follow(text: &str, path: &[PathStep]) -> Result<Option<Value>, serde_json
     Ok(found)
 }
 
+/// The value at `path` as text, as SQL's `->>` and `json_extract_string`
+/// give it: a string without its quotes, any other value as JSON, and
+/// nothing for JSON null, a missing member or invalid JSON.
+pub fn text_at(text: &str, path: &[PathStep]) -> Option<String> {
+    match follow(text, path).ok()?? {
+        Value::Null => None,
+        Value::String(s) => Some(s),
+        other => Some(other.to_string()),
+    }
+}
+
 /// The rest of the path, as a seed for the value it starts at.
 struct Follow<'p>(&'p [PathStep]);
 

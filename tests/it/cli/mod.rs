@@ -11,6 +11,7 @@ mod find;
 mod help;
 mod import_export;
 mod ls;
+mod mirrors;
 mod regression;
 mod stats;
 mod status;
