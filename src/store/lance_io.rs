@@ -173,7 +173,7 @@ pub async fn scan(
     );
     let mut scanner = ds.scan();
     scanner.scan_in_order(true);
-    scanner.project(columns).map_err(lance_err)?;
+    project(&mut scanner, &ds, columns)?;
     if let Some(f) = filter {
         scanner.filter(f).map_err(lance_err)?;
     }
@@ -183,6 +183,19 @@ pub async fn scan(
         out.push(b.map_err(lance_err)?);
     }
     Ok(out)
+}
+
+/// Read only `columns` of `ds`, in that order. Named by schema rather than
+/// by expression: Lance plans expressions with DataFusion, whose session
+/// (every SQL function registered) a plain column list does not need.
+fn project(
+    scanner: &mut lance::dataset::scanner::Scanner,
+    ds: &Dataset,
+    columns: &[&str],
+) -> Result<(), StoreError> {
+    let schema = ds.schema().project(columns).map_err(lance_err)?;
+    scanner.project_with_schema(&schema).map_err(lance_err)?;
+    Ok(())
 }
 
 /// Bytes of reads a streamed scan may have in flight.
@@ -215,7 +228,7 @@ pub async fn scan_stream(
         scanner.batch_size(n);
     }
     scanner.io_buffer_size(WINDOW_IO_BYTES);
-    scanner.project(columns).map_err(lance_err)?;
+    project(&mut scanner, &ds, columns)?;
     if let Some(f) = filter {
         scanner.filter(f).map_err(lance_err)?;
     }
