@@ -47,13 +47,32 @@ pub fn stored_columns(t: Table, layout: u64) -> Vec<usize> {
     (1..t.columns().len()).collect()
 }
 
+/// The Lance field metadata that stores a column's pages without
+/// compression.
+const UNCOMPRESSED: (&str, &str) = ("lance-encoding:compression", "none");
+
 /// The stored schema of a table in a store of `layout`.
+///
+/// The derived text views are kept uncompressed. They exist to be scanned
+/// (`LIKE`, the full-text index build), and Lance's default for text,
+/// FSST, costs four times as long to decode as a plain copy (it zeroes and
+/// fills a buffer eight times the compressed bytes per page); the raw JSON
+/// they are decoded from stays compressed. On the benchmark corpus this
+/// makes `observation_text` 409 MB instead of 284 MB.
 pub fn table_schema(t: Table, layout: u64) -> SchemaRef {
     let cols = t.columns();
     Arc::new(Schema::new(
         stored_columns(t, layout)
             .into_iter()
-            .map(|i| Field::new(cols[i].name, cols[i].ty.arrow(), cols[i].nullable))
+            .map(|i| {
+                let f = Field::new(cols[i].name, cols[i].ty.arrow(), cols[i].nullable);
+                if cols[i].derived.is_some() {
+                    let (k, v) = UNCOMPRESSED;
+                    f.with_metadata([(k.to_string(), v.to_string())].into())
+                } else {
+                    f
+                }
+            })
             .collect::<Vec<_>>(),
     ))
 }

@@ -56,6 +56,8 @@ pub struct StoreWriter {
     /// Store layout version written.
     layout: u64,
     sent: [bool; 4],
+    /// The stored schema of each table.
+    schemas: [arrow::datatypes::SchemaRef; 3],
     /// Which typed columns mirror their JSON member on every row so far.
     mirrors: MirrorCheck,
     ordinal: usize,
@@ -151,6 +153,7 @@ impl StoreWriter {
             objects: ObjectSink::default(),
             layout,
             sent: [false; 4],
+            schemas: STORE_TABLES.map(|t| table_schema(t, layout)),
             mirrors: MirrorCheck::default(),
             ordinal: 0,
             summary: WriteSummary::default(),
@@ -166,7 +169,14 @@ impl StoreWriter {
             // Checked on the cells as written, before large ones move to
             // `objects`: a query reads them back resolved.
             self.mirrors.check(STORE_TABLES[i].name(), &batch);
-            self.objects.offload(batch)?
+            let batch = self.objects.offload(batch)?;
+            // The table's own schema, whose field metadata tells Lance how
+            // to encode each column.
+            arrow::record_batch::RecordBatch::try_new(
+                self.schemas[i].clone(),
+                batch.columns().to_vec(),
+            )
+            .map_err(|e| StoreError::Internal(e.to_string()))?
         } else {
             batch
         };
@@ -495,6 +505,11 @@ mod tests {
     }
 
     fn stored_names(root: &Path, t: Table) -> Vec<String> {
+        stored_fields(root, t).into_iter().map(|(n, _)| n).collect()
+    }
+
+    /// Each stored field's name and how Lance was asked to compress it.
+    fn stored_fields(root: &Path, t: Table) -> Vec<(String, Option<String>)> {
         let c = StorylineLanceStore::open(root)
             .unwrap()
             .current()
@@ -509,7 +524,29 @@ mod tests {
         let ds = runtime()
             .block_on(super::super::lance_io::open_at(&path, v))
             .unwrap();
-        ds.schema().fields.iter().map(|f| f.name.clone()).collect()
+        ds.schema()
+            .fields
+            .iter()
+            .map(|f| {
+                let c = f.metadata.get("lance-encoding:compression").cloned();
+                (f.name.clone(), c)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn text_views_are_stored_uncompressed_and_the_raw_json_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        write(&dir.path().join("s"), STORE_SCHEMA_VERSION);
+        for (t, view, raw) in [
+            (Table::Steps, "observation_text", "observation"),
+            (Table::ToolCalls, "results_text", "results"),
+        ] {
+            let fields = stored_fields(&dir.path().join("s"), t);
+            let how = |col: &str| fields.iter().find(|(n, _)| n == col).unwrap().1.clone();
+            assert_eq!(how(view).as_deref(), Some("none"), "{view}");
+            assert_eq!(how(raw), None, "{raw}");
+        }
     }
 
     #[test]
