@@ -494,7 +494,16 @@ impl Grouper {
     /// Group ids of one text key column.
     fn group_text(&mut self, a: &arrow::array::StringArray) {
         let index = self.text_index.as_mut().expect("text keys");
+        // Keys come in runs (the steps of one document): a value equal to
+        // the one before it is in that one's group, without a lookup.
+        let mut last: Option<(&str, usize)> = None;
         for i in 0..a.len() {
+            if let Some((l, g)) = last {
+                if !a.is_null(i) && a.value(i) == l {
+                    self.gids.push(g);
+                    continue;
+                }
+            }
             let known = if a.is_null(i) {
                 self.null_group
             } else {
@@ -511,6 +520,7 @@ impl Grouper {
                 }
                 g
             });
+            last = (!a.is_null(i)).then(|| (a.value(i), id));
             self.gids.push(id);
         }
     }
@@ -518,9 +528,16 @@ impl Grouper {
     /// Group ids of row-encoded keys.
     fn group_rows(&mut self, keys: &[ArrayRef]) -> Result<(), SqlError> {
         let rows = self.conv.convert_columns(keys)?;
+        // As for text keys: a run of equal keys needs one lookup.
+        let mut last: Option<(&[u8], usize)> = None;
         for i in 0..rows.num_rows() {
-            let r = rows.row(i);
-            let bytes: &[u8] = r.as_ref();
+            let bytes: &[u8] = rows.row(i).data();
+            if let Some((l, g)) = last {
+                if l == bytes {
+                    self.gids.push(g);
+                    continue;
+                }
+            }
             let id = if let Some(&g) = self.index.get(bytes) {
                 g
             } else {
@@ -531,6 +548,7 @@ impl Grouper {
                 self.key_bytes += bytes.len();
                 g
             };
+            last = Some((bytes, id));
             self.gids.push(id);
         }
         Ok(())

@@ -95,6 +95,9 @@ struct Probing {
     keys: Vec<ArrayRef>,
     hashes: Vec<u64>,
     cmps: Vec<DynComparator>,
+    /// Comparisons of its keys with themselves, to tell a run of equal
+    /// keys.
+    runs: Vec<DynComparator>,
     /// The first row not probed yet.
     next: usize,
 }
@@ -235,6 +238,7 @@ fn start_probe(build: &Build, lb: RecordBatch, on: &[(Expr, Expr)]) -> Result<Pr
     Ok(Probing {
         hashes: keys::hash_rows(&keys, lb.num_rows())?,
         cmps: keys::comparators(&keys, &build.keys)?,
+        runs: keys::comparators(&keys, &keys)?,
         keys,
         batch: lb,
         next: 0,
@@ -257,6 +261,8 @@ fn probe(
     let mut ri: Vec<Option<u32>> = Vec::new();
     let mut i = from;
     let keyed = !p.keys.is_empty();
+    // The last keyed row probed, and where its matches are in `li`/`ri`.
+    let mut last: Option<(usize, usize, usize)> = None;
     while i < lb.num_rows() && li.len() < BATCH_ROWS {
         if !keyed {
             // No keys: every right row.
@@ -274,15 +280,27 @@ fn probe(
         let before = li.len();
         if !keys::any_null(&p.keys, i) {
             let h = p.hashes[i];
-            let mut j = build.heads.get(&h).copied().unwrap_or(NONE);
-            while j != NONE {
-                let ju = j as usize;
-                if build.hashes[ju] == h && keys::equal(&p.cmps, i, ju) {
+            // Keys come in runs (the steps of one document): a row with the
+            // keys of the row before matches what that one matched.
+            let same = last.filter(|&(k, _, _)| p.hashes[k] == h && keys::equal(&p.runs, i, k));
+            if let Some((_, start, end)) = same {
+                for m in start..end {
+                    let j = ri[m];
                     li.push(i as u32);
-                    ri.push(Some(j));
+                    ri.push(j);
                 }
-                j = build.next[ju];
+            } else {
+                let mut j = build.heads.get(&h).copied().unwrap_or(NONE);
+                while j != NONE {
+                    let ju = j as usize;
+                    if build.hashes[ju] == h && keys::equal(&p.cmps, i, ju) {
+                        li.push(i as u32);
+                        ri.push(Some(j));
+                    }
+                    j = build.next[ju];
+                }
             }
+            last = Some((i, before, li.len()));
         }
         if li.len() == before && kind == JoinKind::Left && filter.is_none() {
             li.push(i as u32);

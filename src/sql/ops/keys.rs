@@ -47,10 +47,21 @@ fn hash_column(c: &ArrayRef, hashes: &mut [u64]) -> Result<(), SqlError> {
     match c.data_type() {
         DataType::Utf8 => {
             let a = c.as_string::<i32>();
+            // Keys come in runs (the steps of one document share its id):
+            // a value equal to the one before it reuses that one's hash.
+            let mut last: Option<(&str, u64)> = None;
             each!(|i| {
-                let mut s = FastHasher::default();
-                s.write(a.value(i).as_bytes());
-                s.finish()
+                let v = a.value(i);
+                match last {
+                    Some((l, h)) if l == v => h,
+                    _ => {
+                        let mut s = FastHasher::default();
+                        s.write(v.as_bytes());
+                        let h = s.finish();
+                        last = Some((v, h));
+                        h
+                    }
+                }
             });
         }
         DataType::Int64 => {
