@@ -248,3 +248,33 @@ fn sigterm_and_sigint_stop_cleanly() {
         assert!(std::net::TcpStream::connect(&s.addr).is_err());
     }
 }
+
+/// The binary runs without transparent huge pages (a 2 MiB page is resident
+/// as soon as one byte of it is touched), unless `MIMALLOC_ALLOW_THP` asks
+/// for them; either way it is the same process that was started.
+#[test]
+fn huge_pages_are_off_unless_asked_for() {
+    let thp = |pid: u32| {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("THP_enabled:"))?;
+        line.split_whitespace().nth(1).map(str::to_string)
+    };
+    let system =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    // Only a kernel that reports the flag, with huge pages possible at all.
+    if thp(std::process::id()).is_none() || system.contains("[never]") {
+        return;
+    }
+    for (asked, want) in [(None, "0"), (Some("1"), "1")] {
+        let t = tempfile::tempdir().unwrap();
+        copy_dir(&example_dataset(), &t.path().join("data"));
+        let mut cmd = command(t.path());
+        if let Some(v) = asked {
+            cmd.env("MIMALLOC_ALLOW_THP", v);
+        }
+        let config = "[[datasets]]\nname = \"evals\"\nuri = \"data\"\n";
+        let s = Served::start_command(cmd, t.path(), config, &[]);
+        assert_eq!(s.get("/api/v1/health").status, 200);
+        assert_eq!(thp(s.child.id()).as_deref(), Some(want), "{asked:?}");
+    }
+}
