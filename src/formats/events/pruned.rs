@@ -82,7 +82,7 @@ impl<'de> DeserializeSeed<'de> for MemberName {
     }
 }
 
-impl<'de> Visitor<'de> for MemberName {
+impl Visitor<'_> for MemberName {
     type Value = Option<usize>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
