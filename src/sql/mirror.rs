@@ -46,58 +46,33 @@ fn scan_of(input: &Plan) -> Option<(&str, &str, &SchemaRef)> {
     }
 }
 
-fn over_scan(plan: Plan, layer: &dyn DataLayer) -> Plan {
-    match plan {
-        Plan::Filter {
-            input,
-            mut predicate,
-        } => {
-            if let Some(s) = scan_of(&input) {
-                in_expr(&mut predicate, s, layer);
+fn over_scan(mut plan: Plan, layer: &dyn DataLayer) -> Plan {
+    match &mut plan {
+        Plan::Filter { input, predicate } => {
+            if let Some(s) = scan_of(input) {
+                in_expr(predicate, s, layer);
             }
-            Plan::Filter { input, predicate }
         }
-        Plan::Project {
-            input,
-            mut exprs,
-            schema,
-        } => {
-            if let Some(s) = scan_of(&input) {
-                for e in &mut exprs {
+        Plan::Project { input, exprs, .. } => {
+            if let Some(s) = scan_of(input) {
+                for e in exprs {
                     in_expr(e, s, layer);
                 }
-            }
-            Plan::Project {
-                input,
-                exprs,
-                schema,
             }
         }
         Plan::Aggregate {
-            input,
-            mut group,
-            mut aggs,
-            schema,
+            input, group, aggs, ..
         } => {
-            if let Some(s) = scan_of(&input) {
-                for e in &mut group {
+            if let Some(s) = scan_of(input) {
+                let args = aggs.iter_mut().filter_map(|a: &mut AggCall| a.arg.as_mut());
+                for e in group.iter_mut().chain(args) {
                     in_expr(e, s, layer);
                 }
-                for AggCall { arg, .. } in &mut aggs {
-                    if let Some(e) = arg {
-                        in_expr(e, s, layer);
-                    }
-                }
-            }
-            Plan::Aggregate {
-                input,
-                group,
-                aggs,
-                schema,
             }
         }
-        other => other,
+        _ => {}
     }
+    plan
 }
 
 /// Rewrite `e` and what it holds, innermost first.

@@ -687,7 +687,7 @@ fn json_comparisons_from_indexed_leaves_equal_the_reference() {
         json!({}),
     ];
     let mut k = 0usize;
-    for e in walk(&data) {
+    for e in crate::support::json_files(&data) {
         let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&e).unwrap()).unwrap();
         for step in v["steps"].as_array_mut().unwrap() {
             step["extra"] = cells[k % cells.len()].clone();
@@ -776,7 +776,7 @@ fn cjk_phrases_from_pair_terms_equal_the_reference() {
         "超时",
     ];
     let mut k = 0usize;
-    for e in walk(&data) {
+    for e in crate::support::json_files(&data) {
         let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&e).unwrap()).unwrap();
         for step in v["steps"].as_array_mut().unwrap() {
             if k % 3 != 2 {
@@ -817,18 +817,4 @@ fn cjk_phrases_from_pair_terms_equal_the_reference() {
         informative >= exprs.len() - 2,
         "only {informative} informative"
     );
-}
-
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else if p.extension().is_some_and(|x| x == "json") {
-            out.push(p);
-        }
-    }
-    out.sort();
-    out
 }

@@ -31,6 +31,21 @@ pub fn example_dataset() -> PathBuf {
     root().join("examples/dataset")
 }
 
+/// The `.json` files under `dir`, at any depth, in path order.
+pub fn json_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(json_files(&p));
+        } else if p.extension().is_some_and(|x| x == "json") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
 /// Copy a directory tree (files and directories only).
 pub fn copy_dir(src: &Path, dst: &Path) {
     std::fs::create_dir_all(dst).unwrap();

@@ -40,6 +40,18 @@ impl TestEnv {
         dst
     }
 
+    /// Run the binary with `args`; it must exit 0.
+    pub fn succeed(&self, args: &[&str]) -> Output {
+        let o = self.cmd().args(args).output().unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        o
+    }
+
     /// Write a file (creating parents) and return its path.
     pub fn write(&self, rel: &str, content: impl AsRef<[u8]>) -> PathBuf {
         let p = self.path().join(rel);

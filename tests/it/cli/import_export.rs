@@ -7,18 +7,7 @@ use crate::cli::common::{example_dataset, json, TestEnv};
 use crate::pc_snapshot;
 
 fn import(env: &TestEnv, from: &Path, out: &str) -> serde_json::Value {
-    let o = env
-        .cmd()
-        .args(["import", "--from", from.to_str().unwrap(), "--output", out])
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    json(&o)
+    json(&env.succeed(&["import", "--from", from.to_str().unwrap(), "--output", out]))
 }
 
 fn export(env: &TestEnv, from: &str, format: &str, extra: &[&str]) -> String {

@@ -15,40 +15,20 @@ const QUERIES: [&str; 3] = [
 ];
 
 fn import(env: &TestEnv, from: &Path, out: &str) -> Value {
-    let o = env
-        .cmd()
-        .args([
-            "import",
-            "--from",
-            from.to_str().unwrap(),
-            "--output",
-            out,
-            "-q",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    env.succeed(&[
+        "import",
+        "--from",
+        from.to_str().unwrap(),
+        "--output",
+        out,
+        "-q",
+    ]);
     let current = std::fs::read(env.path().join(out).join("CURRENT")).unwrap();
     serde_json::from_slice::<Value>(&current).unwrap()["committed"]["mirrors"].clone()
 }
 
 fn query(env: &TestEnv, dataset: &str, sql: &str) -> String {
-    let o = env
-        .cmd()
-        .args(["query", dataset, sql, "--format", "jsonl", "-q"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{sql}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = env.succeed(&["query", dataset, sql, "--format", "jsonl", "-q"]);
     String::from_utf8(o.stdout).unwrap()
 }
 
@@ -126,7 +106,7 @@ fn json_members_come_from_typed_columns_only_where_every_row_agrees() {
     // only: the typed column has the count, `metrics ->> 'prompt_tokens'`
     // has nothing.
     let bad = generated(&env, "bad");
-    let file = walk_json(&bad).into_iter().next().unwrap();
+    let file = crate::support::json_files(&bad).into_iter().next().unwrap();
     let mut doc: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     assert!(rename_first_prompt_tokens(&mut doc));
     std::fs::write(&file, serde_json::to_vec(&doc).unwrap()).unwrap();
@@ -162,18 +142,4 @@ fn json_members_come_from_typed_columns_only_where_every_row_agrees() {
             "{sql}"
         );
     }
-}
-
-fn walk_json(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            out.extend(walk_json(&p));
-        } else if p.extension().is_some_and(|x| x == "json") {
-            out.push(p);
-        }
-    }
-    out.sort();
-    out
 }
