@@ -8,32 +8,51 @@ use std::process::ExitCode;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    small_pages();
+    allocator_options();
     pchronicle::cli::main()
 }
 
-/// Turn transparent huge pages off for this process, unless the user chose
-/// with mimalloc's own `MIMALLOC_ALLOW_THP`. mimalloc asks for huge pages on
-/// its regions, and a 2 MiB page is resident as soon as one byte of it is
-/// touched: with them, every query of the SQL benchmark peaked at about
-/// twice the memory (for example 131 against 64 MiB), for speed only on the
-/// largest scans (a LIKE over 426 MB of text, 35% faster; a whole export,
-/// 13%). See docs/benchmarks.md.
+/// mimalloc's options for this run, unless the user set them: see
+/// docs/build.md and docs/benchmarks.md for the measurements.
 ///
-/// mimalloc reads its options before `main`, so the setting takes effect by
-/// running this same program image again with it set (`/proc/self/exe`,
-/// same arguments, same process id); when that cannot be done, the command
-/// runs as it is, with huge pages.
-fn small_pages() {
+/// - `MIMALLOC_ALLOW_THP=0`: no transparent huge pages. mimalloc asks for
+///   them on its regions, and a 2 MiB page is resident as soon as one byte
+///   of it is touched: with them, every query of the SQL benchmark peaked at
+///   about twice the memory (for example 131 against 64 MiB), for speed only
+///   on the largest scans (a LIKE over 426 MB of text, 35% faster; a whole
+///   export, 13%).
+/// - `MIMALLOC_PURGE_DELAY=10` for `import` and `export`: memory freed is
+///   returned to the system after 10 ms instead of mimalloc's 1 s. Those
+///   commands free the pages Lance decodes and encodes as fast as they
+///   allocate them, and a second of them was a third of their peak
+///   (a 1M-step export 489 → 330 MiB, an import 769 → 549 MiB). Queries
+///   keep the longer delay: they are short, and returning memory costs time.
+///
+/// mimalloc reads its options before `main`, so they take effect by running
+/// this same program image again with them set (`/proc/self/exe`, same
+/// arguments, same process id); when that cannot be done, the command runs
+/// as it is, with mimalloc's defaults.
+fn allocator_options() {
     #[cfg(target_os = "linux")]
-    if std::env::var_os("MIMALLOC_ALLOW_THP").is_none() {
+    {
         use std::os::unix::process::CommandExt;
-        let mut args = std::env::args_os();
+        let mut wanted = vec![("MIMALLOC_ALLOW_THP", "0")];
+        if pchronicle::cli::streams_whole_dataset(std::env::args_os()) {
+            wanted.push(("MIMALLOC_PURGE_DELAY", "10"));
+        }
+        // Only the options the user left unset; once all are set (as in the
+        // second run), the command runs.
+        wanted.retain(|(var, _)| std::env::var_os(var).is_none());
+        if wanted.is_empty() {
+            return;
+        }
         let mut again = std::process::Command::new("/proc/self/exe");
+        again.envs(wanted);
+        let mut args = std::env::args_os();
         if let Some(arg0) = args.next() {
             again.arg0(arg0);
         }
         // Returns only on failure.
-        let _ = again.args(args).env("MIMALLOC_ALLOW_THP", "0").exec();
+        let _ = again.args(args).exec();
     }
 }

@@ -640,6 +640,15 @@ pub fn main() -> ExitCode {
     run_with_args(std::env::args_os()).into()
 }
 
+/// Whether `args` run a command that streams a whole Dataset through
+/// memory (`import`, `export`): their peak memory is bounded by the largest
+/// document, not by their speed, so the allocator should hand back what
+/// they free promptly (see `main.rs`). Arguments that do not parse are not.
+pub fn streams_whole_dataset<I: IntoIterator<Item = OsString>>(args: I) -> bool {
+    Cli::try_parse_from(args)
+        .is_ok_and(|cli| matches!(cli.command, Command::Import(_) | Command::Export(_)))
+}
+
 /// Parse `args` and run; returns the exit status. Errors are reported here.
 pub fn run_with_args<I: IntoIterator<Item = OsString>>(args: I) -> ExitStatus {
     let cli = match Cli::try_parse_from(args) {

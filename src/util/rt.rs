@@ -55,12 +55,21 @@ pub fn share_cores_with_lance() {
     }
 }
 
+/// Threads of the runtime's blocking pool, where Lance reads local files
+/// (one `pread` per request). Tokio's default is 512; Lance keeps eight
+/// reads in flight per scan, so an export (three scans) ran on 34 threads,
+/// each keeping the memory it had freed in an allocator heap of its own.
+/// Reads of the page cache do not wait, so a few threads keep the disk as
+/// busy; S3 requests are asynchronous and do not use this pool.
+const BLOCKING_THREADS: usize = 4;
+
 /// The process-wide runtime (two worker threads, started on first use).
 pub fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RT.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
+            .max_blocking_threads(BLOCKING_THREADS)
             .thread_name("pchronicle-io")
             .enable_all()
             .build()

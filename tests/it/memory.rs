@@ -250,3 +250,61 @@ fn a_store_exports_like_the_files_it_came_from() {
         }
     }
 }
+
+/// The environment variables of process `pid` (after it ran itself again).
+fn environ(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .unwrap_or_default()
+        .split(|&b| b == 0)
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect()
+}
+
+/// `import` and `export` have the allocator return freed memory after
+/// 10 ms (their peak is what the bound is about), unless the user set
+/// another value. Observed on a running import that waits for its input on
+/// stdin; `serve::lifecycle` checks that a server keeps mimalloc's default.
+#[test]
+#[cfg(target_os = "linux")]
+fn import_and_export_return_freed_memory_promptly() {
+    use std::io::Write as _;
+    let home = tempfile::tempdir().unwrap();
+    for (asked, want) in [(None, "10"), (Some("250"), "250")] {
+        let out = home.path().join(format!("s-{want}"));
+        let mut cmd = Command::new(bin());
+        cmd.args([
+            "import", "--from", "-", "--stream", "--format", "atif", "--output",
+        ])
+        .arg(&out)
+        .arg("-q")
+        .env_remove("MIMALLOC_PURGE_DELAY")
+        .env_remove("MIMALLOC_ALLOW_THP")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+        if let Some(v) = asked {
+            cmd.env("MIMALLOC_PURGE_DELAY", v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let pid = child.id();
+        // The first run has no MIMALLOC_ALLOW_THP; the second, with the
+        // options set, waits for the import's input on stdin.
+        let mut seen = None;
+        for _ in 0..400 {
+            let env = environ(pid);
+            if env.iter().any(|v| v.starts_with("MIMALLOC_ALLOW_THP=")) {
+                seen = env
+                    .iter()
+                    .find_map(|v| v.strip_prefix("MIMALLOC_PURGE_DELAY="))
+                    .map(str::to_string);
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        let mut stdin = child.stdin.take().unwrap();
+        let _ = stdin.write_all(b"");
+        drop(stdin);
+        let _ = child.wait();
+        assert_eq!(seen.as_deref(), Some(want), "asked {asked:?}");
+    }
+}

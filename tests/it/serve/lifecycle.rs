@@ -269,6 +269,7 @@ fn huge_pages_are_off_unless_asked_for() {
         let t = tempfile::tempdir().unwrap();
         copy_dir(&example_dataset(), &t.path().join("data"));
         let mut cmd = command(t.path());
+        cmd.env_remove("MIMALLOC_PURGE_DELAY");
         if let Some(v) = asked {
             cmd.env("MIMALLOC_ALLOW_THP", v);
         }
@@ -276,5 +277,14 @@ fn huge_pages_are_off_unless_asked_for() {
         let s = Served::start_command(cmd, t.path(), config, &[]);
         assert_eq!(s.get("/api/v1/health").status, 200);
         assert_eq!(thp(s.child.id()).as_deref(), Some(want), "{asked:?}");
+        // Only import and export return freed memory sooner than mimalloc's
+        // default (tests/it/memory.rs).
+        let environ = std::fs::read(format!("/proc/{}/environ", s.child.id())).unwrap();
+        assert!(
+            !environ
+                .split(|&b| b == 0)
+                .any(|v| v.starts_with(b"MIMALLOC_PURGE_DELAY=")),
+            "a server keeps mimalloc's purge delay"
+        );
     }
 }
