@@ -36,13 +36,18 @@ fn allocator_options() {
     #[cfg(target_os = "linux")]
     {
         use std::os::unix::process::CommandExt;
-        let mut wanted = vec![("MIMALLOC_ALLOW_THP", "0")];
-        if pchronicle::cli::streams_whole_dataset(std::env::args_os()) {
+        let unset = |var: &str| std::env::var_os(var).is_none();
+        let mut wanted = Vec::new();
+        if unset("MIMALLOC_ALLOW_THP") {
+            wanted.push(("MIMALLOC_ALLOW_THP", "0"));
+        }
+        // The command line is parsed here only while the delay is unset.
+        if unset("MIMALLOC_PURGE_DELAY")
+            && pchronicle::cli::streams_whole_dataset(std::env::args_os())
+        {
             wanted.push(("MIMALLOC_PURGE_DELAY", "10"));
         }
-        // Only the options the user left unset; once all are set (as in the
-        // second run), the command runs.
-        wanted.retain(|(var, _)| std::env::var_os(var).is_none());
+        // Once every option is set (as in the second run), the command runs.
         if wanted.is_empty() {
             return;
         }
