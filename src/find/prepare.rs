@@ -286,7 +286,7 @@ fn cached(
             let idx = if fresh {
                 fts::Index::create(dir)?
             } else {
-                fts::Index::open(dir)?
+                fts::Index::open_to_write(dir)?
             };
             let started = Instant::now();
             let builder = idx.writer(rayon::current_num_threads())?;

@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use tantivy::ReloadPolicy;
 
+use super::build_dir::BuildDirectory;
 use super::schema::Fields;
 use super::search::Searcher;
 use super::tokenize::{analyzer, TOKENIZER_NAME};
@@ -99,10 +100,27 @@ impl Index {
         Ok(Index { index, fields })
     }
 
-    /// Create an empty index in `dir` (which must exist and be empty).
+    /// Open the index in `dir` to add to it (its merges read files into
+    /// buffers, see [`BuildDirectory`]).
+    pub fn open_to_write(dir: &Path) -> Result<Index, FtsError> {
+        let index = tantivy::Index::open(BuildDirectory::open(dir).map_err(dir_error)?)?;
+        index.tokenizers().register(TOKENIZER_NAME, analyzer());
+        let fields = Fields::of(&index.schema()).ok_or_else(|| {
+            tantivy::TantivyError::SchemaError("not a pChronicle find index".into())
+        })?;
+        Ok(Index { index, fields })
+    }
+
+    /// Create an empty index in `dir` (which must exist and be empty), to
+    /// be written (its merges read files into buffers, see
+    /// [`BuildDirectory`]); search it through [`Index::open`].
     pub fn create(dir: &Path) -> Result<Index, FtsError> {
         let fields = Fields::new();
-        let index = tantivy::Index::create_in_dir(dir, fields.schema.clone())?;
+        let index = tantivy::Index::create(
+            BuildDirectory::open(dir).map_err(dir_error)?,
+            fields.schema.clone(),
+            tantivy::IndexSettings::default(),
+        )?;
         index.tokenizers().register(TOKENIZER_NAME, analyzer());
         Ok(Index { index, fields })
     }
@@ -129,4 +147,8 @@ impl Index {
             .try_into()?;
         Ok(Searcher::new(reader.searcher(), self.fields.clone()))
     }
+}
+
+fn dir_error(e: tantivy::directory::error::OpenDirectoryError) -> FtsError {
+    FtsError(e.into())
 }

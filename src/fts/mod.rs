@@ -32,6 +32,7 @@
 //! stored timestamp text), and Arrow record batches. Never `find`,
 //! `catalog`, `dataset`, `store`, `sql`, `cli` or `web`.
 
+mod build_dir;
 mod docset;
 mod index;
 mod json_leaves;
@@ -39,6 +40,7 @@ mod pairs;
 mod schema;
 mod search;
 mod tokenize;
+mod words;
 mod writer;
 
 pub use docset::{DocId, DocSet};
@@ -51,9 +53,7 @@ pub use schema::{
 pub use search::{
     JsonCells, Keys, Query, Ranked, Ranking, Searcher, Segment, StepAddress, StoredStep,
 };
-pub use tokenize::{
-    dictionary_loaded, find_terms, tokens, warm_up, MAX_TOKEN_BYTES, TOKENIZER_NAME,
-};
+pub use tokenize::{dictionary_loaded, find_terms, tokens, MAX_TOKEN_BYTES, TOKENIZER_NAME};
 pub use writer::Writer;
 
 /// An index that cannot be opened, written or read. Its message is the

@@ -18,6 +18,18 @@ use super::FtsError;
 /// `find` about 1 ms on a query of 15–25 ms (docs/benchmarks.md).
 const BUFFER_BYTES_PER_THREAD: usize = 32_000_000;
 
+/// Segments with more steps than this are not merged again. Merging reads
+/// every input segment through memory maps, and the pages read stay
+/// resident until the merge ends: with no cap, the merges of a large build
+/// grow with the index (a 1M-step import was 190 MiB of mapped index
+/// pages over its baseline). With the cap, a merge takes the segments
+/// one writer buffer fills (about 20,000 steps each here) and stops at one
+/// level above them, so what it maps is bounded by a few buffers' worth,
+/// and an index of 1M steps keeps about ten segments (`find` pays about
+/// 1 ms per ten segments; docs/benchmarks.md). One merge runs at a time,
+/// for the same reason.
+const MAX_DOCS_TO_MERGE: usize = 100_000;
+
 /// Adds steps to an index. `add_batch` may be called from several threads.
 pub struct Writer {
     writer: IndexWriter<TantivyDocument>,
@@ -34,7 +46,15 @@ impl Writer {
         threads: usize,
     ) -> Result<Writer, FtsError> {
         let threads = threads.clamp(1, 8);
-        let writer = index.writer_with_num_threads(threads, BUFFER_BYTES_PER_THREAD * threads)?;
+        let options = tantivy::indexer::IndexWriterOptions::builder()
+            .memory_budget_per_thread(BUFFER_BYTES_PER_THREAD)
+            .num_worker_threads(threads)
+            .num_merge_threads(1)
+            .build();
+        let writer = index.writer_with_options(options)?;
+        let mut merges = tantivy::merge_policy::LogMergePolicy::default();
+        merges.set_max_docs_before_merge(MAX_DOCS_TO_MERGE);
+        writer.set_merge_policy(Box::new(merges));
         Ok(Writer {
             writer,
             fields,

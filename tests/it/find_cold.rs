@@ -1,18 +1,19 @@
-//! Query-time tokenizing never loads the full Jieba dictionary: Latin text
-//! needs no dictionary, and CJK text gets one reduced to its own words.
+//! Tokenizing never loads Jieba's full dictionary (about 30 MB of heap):
+//! Latin text needs no dictionary, and CJK text, in queries and in the
+//! index alike, is segmented from the word list compiled into the binary.
 //! The check needs a process in which nothing has tokenised yet, so the test
 //! runs itself again in a fresh process of this test binary.
 
-use pchronicle::fts::{dictionary_loaded, tokens};
+use pchronicle::fts::{dictionary_loaded, find_terms, tokens};
 
 const CHILD: &str = "PCHRONICLE_FIND_COLD_CHILD";
 
 #[test]
-fn queries_do_not_load_the_dictionary() {
+fn tokenizing_does_not_load_the_dictionary() {
     if std::env::var_os(CHILD).is_none() {
         let o = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
-                "find_cold::queries_do_not_load_the_dictionary",
+                "find_cold::tokenizing_does_not_load_the_dictionary",
                 "--exact",
                 "--test-threads",
                 "1",
@@ -39,4 +40,11 @@ fn queries_do_not_load_the_dictionary() {
     assert!(zh.contains(&"超时".to_string()), "{zh:?}");
     assert!(zh.contains(&"数据库".to_string()), "{zh:?}");
     assert!(!dictionary_loaded(), "a CJK query loaded the dictionary");
+    // The index's analyzer, through the phrase finder that shares it.
+    let text = "请求数据库连接超时";
+    assert_eq!(find_terms(text, &[(0, "超时".into())]), Some(21));
+    assert!(
+        !dictionary_loaded(),
+        "the index analyzer loaded the dictionary"
+    );
 }
