@@ -131,7 +131,10 @@ impl FileHandle for Positioned {
             self.file.read_exact_at(&mut buf, range.start as u64)?;
             return Ok(OwnedBytes::new(buf));
         }
-        let mut w = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        let mut w = self
+            .window
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let (start, bytes) = &mut *w;
         if range.start < *start || range.end > *start + bytes.len() {
             let end = (range.start + WINDOW_BYTES).min(self.len);

@@ -85,12 +85,21 @@ fn file_writer_options(schema: &SchemaRef) -> lance_file::writer::FileWriterOpti
     }
 }
 
+/// Rows per data file of a table. A scan holds state for each file it has
+/// open in proportion to the file's rows (about 55 MiB per million rows
+/// of `steps` and `tool_calls` for a whole-row read), so a table in one
+/// big file made export and the index build grow with the store: 317 MiB
+/// for the 1M-step benchmark store in one file per table, 474 MiB for
+/// 5M steps. In files of 65,536 rows, read one at a time, the same export
+/// peaks at 200 MiB, as fast (docs/benchmarks.md).
+const ROWS_PER_FILE: usize = 1 << 16;
+
 /// Create a new Lance dataset at `path` from the batches the channel yields;
 /// returns its version.
 pub async fn create_table(path: &str, reader: ChannelReader) -> Result<u64, StoreError> {
     let params = WriteParams {
         mode: WriteMode::Create,
-        max_rows_per_file: 1 << 22,
+        max_rows_per_file: ROWS_PER_FILE,
         session: session_for(path)?,
         file_writer_options: Some(file_writer_options(&reader.schema)),
         ..Default::default()
@@ -114,6 +123,7 @@ pub async fn append_table(
         } else {
             WriteMode::Create
         },
+        max_rows_per_file: ROWS_PER_FILE,
         session: session_for(path)?,
         file_writer_options: Some(file_writer_options(&reader.schema)),
         ..Default::default()
@@ -214,8 +224,13 @@ fn sequential_reads() -> lance_file::reader::FileReaderOptions {
 const WINDOW_IO_BYTES: u64 = 32 << 20;
 
 /// The batches of `columns` of `path@version` in storage order, as a stream
-/// (pull it with `runtime().block_on(stream.next())`, one batch at a time),
-/// of `rows` rows each when given (Lance's default otherwise). The reads
+/// (pull it with `runtime().block_on(stream.next())`, one batch at a time).
+/// With `rows`, a read of whole rows: batches of `rows` rows, one data file
+/// open at a time (each open file holds state in proportion to its rows,
+/// see [`ROWS_PER_FILE`]; Lance opens four ahead by default, which column
+/// reads for SQL keep: two benchmark aggregates took 52 and 56 ms with it,
+/// 59 and 66 ms with one file at a time). Otherwise Lance's default
+/// batches. The reads
 /// ahead of the consumer are bounded (Lance buffers up to 2 GiB of them by
 /// default): a consumer slower than the disk, such as the full-text index
 /// build, would otherwise hold much of the table's text in memory, and even
@@ -238,6 +253,7 @@ pub async fn scan_stream(
     scanner.scan_in_order(true);
     if let Some(n) = rows {
         scanner.batch_size(n);
+        scanner.fragment_readahead(1);
     }
     scanner.io_buffer_size(WINDOW_IO_BYTES);
     scanner.with_file_reader_options(sequential_reads());

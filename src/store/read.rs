@@ -205,6 +205,19 @@ impl StoreReader {
         t: Table,
         columns: &[&str],
         filter: Option<&str>,
+        each: impl FnMut(RecordBatch) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.scan_rows(t, columns, filter, None, each)
+    }
+
+    /// [`StoreReader::scan_each_where`] in batches of `rows` whole rows
+    /// when given (see [`scan_stream`]).
+    fn scan_rows<E: From<StoreError>>(
+        &self,
+        t: Table,
+        columns: &[&str],
+        filter: Option<&str>,
+        rows: Option<usize>,
         mut each: impl FnMut(RecordBatch) -> Result<(), E>,
     ) -> Result<(), E> {
         let Some((p, v)) = self.table(t) else {
@@ -212,7 +225,7 @@ impl StoreReader {
         };
         let derive = self.derives_views();
         let read = physical(t, columns, derive);
-        let mut stream = runtime().block_on(scan_stream(&p, v, &read, filter, None))?;
+        let mut stream = runtime().block_on(scan_stream(&p, v, &read, filter, rows))?;
         while let Some(b) = runtime().block_on(futures::StreamExt::next(&mut stream)) {
             let b = b.map_err(lance_err)?;
             for r in self.resolve_objects(vec![b])? {
@@ -277,12 +290,14 @@ impl StoreReader {
                 Table::ToolCalls,
                 &["storage_ordinal", "turn_ordinal", "result"],
                 Some("result IS NOT NULL"),
-                None,
+                Some(WHOLE_ROWS_PER_BATCH),
             )?,
             current: None,
             row: 0,
         };
-        self.scan_each(Table::Steps, &read, |b| -> Result<(), E> {
+        // Nearly whole rows of both tables: read as export reads them.
+        let rows = Some(WHOLE_ROWS_PER_BATCH);
+        self.scan_rows(Table::Steps, &read, None, rows, |b| -> Result<(), E> {
             let (Some(docs), Some(turns)) = (
                 b.column_by_name("storage_ordinal")
                     .and_then(|a| a.as_primitive_opt::<Int64Type>()),
