@@ -18,16 +18,16 @@ use super::FtsError;
 /// `find` about 1 ms on a query of 15–25 ms (docs/benchmarks.md).
 const BUFFER_BYTES_PER_THREAD: usize = 32_000_000;
 
-/// Segments with more steps than this are not merged again. Merging reads
-/// every input segment through memory maps, and the pages read stay
-/// resident until the merge ends: with no cap, the merges of a large build
-/// grow with the index (a 1M-step import was 190 MiB of mapped index
-/// pages over its baseline). With the cap, a merge takes the segments
-/// one writer buffer fills (about 20,000 steps each here) and stops at one
-/// level above them, so what it maps is bounded by a few buffers' worth,
-/// and an index of 1M steps keeps about ten segments (`find` pays about
-/// 1 ms per ten segments; docs/benchmarks.md). One merge runs at a time,
-/// for the same reason.
+/// Segments with more steps than this are not merged again. A merge reads
+/// every byte of its input segments; uncapped, tantivy's merges grow with
+/// the index (a 5M-step import merged segments of 170,000 steps, eight at
+/// a time, and peaked at 1,519 MiB, then 343 MiB with the cap and reads
+/// without memory maps, see `build_dir`). With the cap, a merge takes the
+/// segments one writer buffer fills (about 20,000 steps each here) and
+/// stops one level above them: a 1M-step index keeps its 9 segments, a
+/// 5M-step one has about 30 (`find` on 44 segments took 20–30 ms against
+/// 10–20 ms on 9; docs/benchmarks.md). One merge runs at a time, for the
+/// same reason.
 const MAX_DOCS_TO_MERGE: usize = 100_000;
 
 /// Adds steps to an index. `add_batch` may be called from several threads.
