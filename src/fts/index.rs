@@ -92,7 +92,11 @@ pub struct Index {
 impl Index {
     /// Open the index in `dir`.
     pub fn open(dir: &Path) -> Result<Index, FtsError> {
-        let index = tantivy::Index::open_in_dir(dir)?;
+        Index::opened(tantivy::Index::open_in_dir(dir)?)
+    }
+
+    /// `index`, opened, with the analyzer registered and its fields checked.
+    fn opened(index: tantivy::Index) -> Result<Index, FtsError> {
         index.tokenizers().register(TOKENIZER_NAME, analyzer());
         let fields = Fields::of(&index.schema()).ok_or_else(|| {
             tantivy::TantivyError::SchemaError("not a pChronicle find index".into())
@@ -103,12 +107,9 @@ impl Index {
     /// Open the index in `dir` to add to it (its merges read files into
     /// buffers, see [`BuildDirectory`]).
     pub fn open_to_write(dir: &Path) -> Result<Index, FtsError> {
-        let index = tantivy::Index::open(BuildDirectory::open(dir).map_err(dir_error)?)?;
-        index.tokenizers().register(TOKENIZER_NAME, analyzer());
-        let fields = Fields::of(&index.schema()).ok_or_else(|| {
-            tantivy::TantivyError::SchemaError("not a pChronicle find index".into())
-        })?;
-        Ok(Index { index, fields })
+        Index::opened(tantivy::Index::open(
+            BuildDirectory::open(dir).map_err(dir_error)?,
+        )?)
     }
 
     /// Create an empty index in `dir` (which must exist and be empty), to

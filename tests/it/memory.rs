@@ -22,6 +22,18 @@ fn ok(o: &Output) -> &Output {
     o
 }
 
+/// `import --from FROM --output TO -q`.
+fn import_args<'a>(from: &'a Path, to: &'a Path) -> [&'a str; 6] {
+    [
+        "import",
+        "--from",
+        from.to_str().unwrap(),
+        "--output",
+        to.to_str().unwrap(),
+        "-q",
+    ]
+}
+
 /// A generated ATIF corpus of `runs` trajectories (about 100 steps each,
 /// a subagent every fifth), imported into a store; returns the store, the
 /// corpus's size in MiB and the import's peak resident memory in MiB.
@@ -38,17 +50,7 @@ fn store(dir: &Path, name: &str, runs: u64) -> (PathBuf, u64, u64) {
     })
     .unwrap();
     let store = dir.join(format!("{name}.store"));
-    let (o, peak) = run_measured(
-        dir,
-        &[
-            "import",
-            "--from",
-            data.to_str().unwrap(),
-            "--output",
-            store.to_str().unwrap(),
-            "-q",
-        ],
-    );
+    let (o, peak) = run_measured(dir, &import_args(&data, &store));
     ok(&o);
     (store, bytes >> 20, peak)
 }
@@ -212,14 +214,7 @@ fn a_store_exports_like_the_files_it_came_from() {
     }
     assert!(embedded >= 6, "only {embedded} subagents");
     let store = dir.path().join("store");
-    ok(&run(&[
-        "import",
-        "--from",
-        story.to_str().unwrap(),
-        "--output",
-        store.to_str().unwrap(),
-        "-q",
-    ]));
+    ok(&run(&import_args(&story, &store)));
     for format in ["atif", "actf", "openai-messages", "storyline"] {
         for stream in [true, false] {
             let extra: &[&str] = if stream { &["--stream"] } else { &[] };
