@@ -107,7 +107,7 @@ fn build<'s, 'env>(
     let stats = ctx.profile.as_ref().map(|p| p.node(plan));
     let mem = |what| Reservation::new(ctx, what, stats.clone());
     let op: BoxOp<'s> = match plan {
-        Plan::Scan { .. } => scan(plan, ScanWork::default(), ctx, scope)?,
+        Plan::Scan { .. } => scan(plan, ScanWork::default(), needed, ctx, scope)?,
         Plan::Values { schema, rows } => Box::new(ops::values::ValuesOp::new(schema, rows)?),
         Plan::Filter { input, predicate } => Box::new(ops::filter::FilterOp {
             predicate: materialise(predicate.clone(), ctx)?,
@@ -159,8 +159,22 @@ fn build<'s, 'env>(
                         .into_iter()
                         .map(|e| materialise(e, ctx))
                         .collect::<Result<Vec<_>, _>>()?;
+                    // The read columns the workers' expressions use, and,
+                    // when they do not group, the aggregate's own.
+                    let above = match &work.partial {
+                        Some(q) => (&q.group, &q.aggs),
+                        None => (&p.group, &p.aggs),
+                    };
+                    let needed = used(
+                        input,
+                        &mut work
+                            .computed
+                            .iter()
+                            .chain(above.0)
+                            .chain(above.1.iter().filter_map(|a| a.arg.as_ref())),
+                    );
                     let source = Box::new(move || {
-                        let op = scan(input, work.clone(), ctx, scope)?;
+                        let op = scan(input, work.clone(), Some(needed.clone()), ctx, scope)?;
                         Ok(match ctx.profile.as_ref().map(|p| p.node(input)) {
                             Some(stats) => Box::new(super::explain::Measured { inner: op, stats }),
                             None => op,
@@ -251,10 +265,12 @@ fn build<'s, 'env>(
     })
 }
 
-/// The operator of a Scan node whose workers also do `work`.
+/// The operator of a Scan node whose workers also do `work`, handing on
+/// the `needed` columns (all when `None`).
 fn scan<'s>(
     plan: &'s Plan,
     work: ScanWork,
+    needed: Option<Vec<bool>>,
     ctx: &'s ExecCtx<'s>,
     scope: &'s Scope<'s, '_>,
 ) -> Result<BoxOp<'s>, SqlError> {
@@ -283,6 +299,7 @@ fn scan<'s>(
             columns,
             schema: plan.schema(),
             filter,
+            needed,
             work,
         },
     )))

@@ -7,7 +7,7 @@ use arrow::array::RecordBatchReader;
 use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
-use futures::StreamExt as _;
+use futures::{SinkExt as _, StreamExt as _};
 use lance::dataset::builder::DatasetBuilder;
 use lance::dataset::{WriteMode, WriteParams};
 use lance::Dataset;
@@ -223,45 +223,109 @@ fn sequential_reads() -> lance_file::reader::FileReaderOptions {
 /// Bytes of reads a streamed scan may have in flight.
 const WINDOW_IO_BYTES: u64 = 32 << 20;
 
+/// Batches of a table, in storage order.
+pub type BatchStream = futures::stream::BoxStream<'static, Result<RecordBatch, StoreError>>;
+
+/// Data files a column scan reads at once, each on a task of its own.
+const FILES_AT_ONCE: usize = 2;
+
 /// The batches of `columns` of `path@version` in storage order, as a stream
 /// (pull it with `runtime().block_on(stream.next())`, one batch at a time).
+///
 /// With `rows`, a read of whole rows: batches of `rows` rows, one data file
 /// open at a time (each open file holds state in proportion to its rows,
-/// see [`ROWS_PER_FILE`]; Lance opens four ahead by default, which column
-/// reads for SQL keep: two benchmark aggregates took 52 and 56 ms with it,
-/// 59 and 66 ms with one file at a time). Otherwise Lance's default
-/// batches. The reads
-/// ahead of the consumer are bounded (Lance buffers up to 2 GiB of them by
-/// default): a consumer slower than the disk, such as the full-text index
-/// build, would otherwise hold much of the table's text in memory, and even
-/// a fast one holds more than it needs (a `LIKE` over the tool output of the
-/// 1M-step benchmark store peaked at 535 MiB with Lance's default, 350 MiB
-/// with this window, and ran no slower).
+/// see [`ROWS_PER_FILE`]).
+///
+/// Otherwise a column read for SQL: [`FILES_AT_ONCE`] data files are read
+/// at once, each by its own scan on the runtime's workers, and their
+/// batches are handed on file by file. One scan of the whole table would
+/// lay out the pages of every file on the thread that pulls the stream
+/// (Lance copies each long-text page into place there), and on the tool
+/// output of the 1M-step benchmark store that thread was the limit.
+///
+/// Either way the reads ahead of the consumer are bounded (Lance buffers
+/// up to 2 GiB of them by default): a consumer slower than the disk, such
+/// as the full-text index build, would otherwise hold much of the table's
+/// text in memory, and even a fast one holds more than it needs (a `LIKE`
+/// over the tool output of the 1M-step benchmark store peaked at 535 MiB
+/// with Lance's default, 350 MiB with this window, and ran no slower).
 pub async fn scan_stream(
     path: &str,
     version: u64,
     columns: &[&str],
     filter: Option<&str>,
     rows: Option<usize>,
-) -> Result<lance::dataset::scanner::DatasetRecordBatchStream, StoreError> {
-    let ds = open_at(path, version).await?;
-    crate::util::stats::add(
-        crate::util::stats::Counter::FilesOpened,
-        ds.fragments().len() as u64,
-    );
+) -> Result<BatchStream, StoreError> {
+    let ds = std::sync::Arc::new(open_at(path, version).await?);
+    let files = ds.fragments().as_ref().clone();
+    crate::util::stats::add(crate::util::stats::Counter::FilesOpened, files.len() as u64);
+    // A column that is not there fails here, before any file is read.
+    ds.schema().project(columns).map_err(lance_err)?;
+    let columns: Vec<String> = columns.iter().map(ToString::to_string).collect();
+    let filter = filter.map(str::to_string);
+    if rows.is_some() || files.len() < 2 {
+        return Ok(scanner(&ds, &columns, filter.as_deref(), rows, None)?
+            .try_into_stream()
+            .await
+            .map_err(lance_err)?
+            .map(|b| b.map_err(lance_err))
+            .boxed());
+    }
+    // Each file's scan runs ahead into a channel of one batch; the next
+    // file's scan starts while this one's batches are handed on.
+    let each_file = futures::stream::iter(files).map(move |file| {
+        let (ds, columns, filter) = (ds.clone(), columns.clone(), filter.clone());
+        async move {
+            let (mut tx, rx) = futures::channel::mpsc::channel(1);
+            runtime().spawn(async move {
+                let scan = scanner(&ds, &columns, filter.as_deref(), None, Some(file));
+                let mut batches = match scan {
+                    Ok(s) => match s.try_into_stream().await {
+                        Ok(b) => b,
+                        Err(e) => return drop(tx.send(Err(lance_err(e))).await),
+                    },
+                    Err(e) => return drop(tx.send(Err(e)).await),
+                };
+                while let Some(b) = batches.next().await {
+                    let b = b.map_err(lance_err);
+                    // The consumer went away: stop reading.
+                    if tx.send(b).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            rx
+        }
+    });
+    Ok(each_file.buffered(FILES_AT_ONCE).flatten().boxed())
+}
+
+/// A scan of `columns` (of one data file when `file` is given) in storage
+/// order; see [`scan_stream`].
+fn scanner(
+    ds: &std::sync::Arc<Dataset>,
+    columns: &[String],
+    filter: Option<&str>,
+    rows: Option<usize>,
+    file: Option<lance::table::format::Fragment>,
+) -> Result<lance::dataset::scanner::Scanner, StoreError> {
     let mut scanner = ds.scan();
     scanner.scan_in_order(true);
     if let Some(n) = rows {
         scanner.batch_size(n);
         scanner.fragment_readahead(1);
     }
+    if let Some(f) = file {
+        scanner.with_fragments(vec![f]);
+    }
     scanner.io_buffer_size(WINDOW_IO_BYTES);
     scanner.with_file_reader_options(sequential_reads());
-    project(&mut scanner, &ds, columns)?;
+    let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+    project(&mut scanner, ds, &columns)?;
     if let Some(f) = filter {
         scanner.filter(f).map_err(lance_err)?;
     }
-    scanner.try_into_stream().await.map_err(lance_err)
+    Ok(scanner)
 }
 
 /// Rows of `path@version`.
@@ -275,7 +339,83 @@ pub async fn count_rows(path: &str, version: u64) -> Result<u64, StoreError> {
 
 #[cfg(test)]
 mod tests {
-    use super::strip_source_locations;
+    use super::*;
+    use arrow::array::{Array, AsArray, Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+
+    /// A table of `n` rows (`i`, and text that grows with `i`) in files
+    /// of `per_file` rows.
+    fn table(path: &str, n: i64, per_file: usize) -> u64 {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("i", DataType::Int64, false),
+            Field::new("text", DataType::Utf8, true),
+        ]));
+        let text: StringArray = (0..n)
+            .map(|i| (i % 5 != 0).then(|| "x".repeat((i % 300) as usize)))
+            .collect();
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(Int64Array::from_iter_values(0..n)), Arc::new(text)],
+        )
+        .unwrap();
+        let reader = arrow::record_batch::RecordBatchIterator::new([Ok(batch)], schema);
+        let params = WriteParams {
+            max_rows_per_file: per_file,
+            max_rows_per_group: per_file,
+            ..Default::default()
+        };
+        runtime().block_on(async {
+            let ds = Dataset::write(reader, path, Some(params)).await.unwrap();
+            assert!(ds.fragments().len() >= 3, "the table spans several files");
+            ds.version().version
+        })
+    }
+
+    fn read(path: &str, v: u64, filter: Option<&str>, rows: Option<usize>) -> Vec<i64> {
+        let mut s = runtime()
+            .block_on(scan_stream(path, v, &["i", "text"], filter, rows))
+            .unwrap();
+        let mut out = Vec::new();
+        while let Some(b) = runtime().block_on(s.next()) {
+            let b = b.unwrap();
+            let i = b.column(0).as_primitive::<arrow::datatypes::Int64Type>();
+            let text = b.column(1).as_string::<i32>();
+            for r in 0..b.num_rows() {
+                // Each row's cells stay together across the files.
+                let want = (i.value(r) % 5 != 0).then(|| (i.value(r) % 300) as usize);
+                assert_eq!(text.is_valid(r).then(|| text.value(r).len()), want);
+                out.push(i.value(r));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_column_scan_reads_files_at_once_in_storage_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.lance");
+        let path = path.to_str().unwrap();
+        let v = table(path, 5_000, 700);
+        let all: Vec<i64> = (0..5_000).collect();
+        // Files read at once (no `rows`) and one at a time give the same
+        // rows in the same order.
+        assert_eq!(read(path, v, None, None), all);
+        assert_eq!(read(path, v, None, Some(256)), all);
+        let kept: Vec<i64> = all.iter().copied().filter(|i| i % 7 == 3).collect();
+        assert_eq!(read(path, v, Some("i % 7 = 3"), None), kept);
+        // A consumer that stops after the first batch does not wait for the
+        // scans still reading ahead.
+        let mut s = runtime()
+            .block_on(scan_stream(path, v, &["i"], None, None))
+            .unwrap();
+        assert!(runtime().block_on(s.next()).unwrap().is_ok());
+        drop(s);
+        // A column that is not there fails the scan, not the process.
+        assert!(runtime()
+            .block_on(scan_stream(path, v, &["nope"], None, None))
+            .is_err());
+    }
 
     #[test]
     fn source_locations_are_removed() {

@@ -10,7 +10,9 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, Int64Array, LargeBinaryArray, StringArray};
+use arrow::array::{
+    Array, ArrayRef, AsArray, Int64Array, LargeBinaryArray, StringArray, StringBuilder,
+};
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 
@@ -158,9 +160,11 @@ pub fn resolve(
                     continue;
                 }
                 changed = true;
-                let mut out = Vec::with_capacity(s.len());
+                // Rebuilt in one buffer: a String per row would cost an
+                // allocation and a copy for every small cell of the batch.
+                let mut out = StringBuilder::with_capacity(s.len(), s.value_data().len());
                 for v in s {
-                    out.push(match v {
+                    match v {
                         Some(d) if is_descriptor(d) => {
                             let (id, len) = parse_descriptor(d).ok_or_else(|| {
                                 StoreError::Corrupt("malformed object descriptor".into())
@@ -173,12 +177,12 @@ pub fn resolve(
                                     "object {id} has the wrong length"
                                 )));
                             }
-                            Some(text.to_string())
+                            out.append_value(&**text);
                         }
-                        other => other.map(str::to_string),
-                    });
+                        other => out.append_option(other),
+                    }
                 }
-                cols.push(Arc::new(StringArray::from(out)));
+                cols.push(Arc::new(out.finish()));
             }
             if changed {
                 RecordBatch::try_new(b.schema(), cols)

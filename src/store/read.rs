@@ -11,7 +11,7 @@ use arrow::record_batch::RecordBatch;
 use serde_json::Value;
 
 use super::current::Committed;
-use super::lance_io::{count_rows, lance_err, runtime, scan, scan_stream};
+use super::lance_io::{count_rows, runtime, scan, scan_stream};
 use super::objects::{load_objects, referenced_ids, resolve};
 use super::schema::{dir_name, source_columns, table_schema, VIEWS_STORED_FROM};
 use super::StoreError;
@@ -227,7 +227,7 @@ impl StoreReader {
         let read = physical(t, columns, derive);
         let mut stream = runtime().block_on(scan_stream(&p, v, &read, filter, rows))?;
         while let Some(b) = runtime().block_on(futures::StreamExt::next(&mut stream)) {
-            let b = b.map_err(lance_err)?;
+            let b = b?;
             for r in self.resolve_objects(vec![b])? {
                 each(with_views(t, columns, &r, derive)?)?;
             }
@@ -469,7 +469,7 @@ impl StoreReader {
 /// A table read batch by batch (objects resolved per batch).
 struct Batches<'a> {
     reader: &'a StoreReader,
-    stream: Option<lance::dataset::scanner::DatasetRecordBatchStream>,
+    stream: Option<super::lance_io::BatchStream>,
     /// Call rows of the current batch not handed out yet.
     ready: std::collections::VecDeque<(usize, i64, ToolCall)>,
 }
@@ -484,7 +484,7 @@ impl Batches<'_> {
                 self.stream = None;
                 return Ok(None);
             };
-            let b = b.map_err(lance_err)?;
+            let b = b?;
             if b.num_rows() == 0 {
                 continue;
             }

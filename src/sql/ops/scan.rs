@@ -10,7 +10,8 @@ use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
 use std::thread::Scope;
 
-use arrow::compute::{filter_record_batch, BatchCoalescer};
+use arrow::array::{new_null_array, ArrayRef, BooleanArray};
+use arrow::compute::{filter_record_batch, BatchCoalescer, FilterBuilder};
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
@@ -44,6 +45,10 @@ pub struct ScanSpec<'s> {
     pub schema: SchemaRef,
     /// Predicate applied while scanning.
     pub filter: Option<Expr>,
+    /// The columns read that the work or the operator above use (all when
+    /// `None`). The others, read only for the filter, are handed on as
+    /// NULLs, so the rows kept of a wide text column are not copied.
+    pub needed: Option<Vec<bool>>,
     /// What the workers do with the rows kept, for the operator above.
     pub work: ScanWork,
 }
@@ -75,20 +80,23 @@ impl ScanOp {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
         scope.spawn(move || {
-            let (filter, work) = (spec.filter, spec.work);
-            let computed = work.computed_schema(&spec.schema);
+            let (filter, work, needed) = (spec.filter, spec.work, spec.needed);
+            let read = match &needed {
+                Some(_) => super::nullable(&spec.schema),
+                None => spec.schema.clone(),
+            };
+            let computed = work.computed_schema(&read);
             let output = work.output_schema(&computed);
             let post = |b: RecordBatch| -> Result<RecordBatch, SqlError> {
                 crate::util::stats::add(
                     crate::util::stats::Counter::RowsScanned,
                     b.num_rows() as u64,
                 );
-                let b = match &filter {
-                    Some(f) => {
-                        let mask = eval_predicate(f, &b)?;
-                        filter_record_batch(&b, &mask)?
-                    }
-                    None => b,
+                let b = match (&filter, &needed) {
+                    (Some(f), None) => filter_record_batch(&b, &eval_predicate(f, &b)?)?,
+                    (Some(f), Some(n)) => kept(&b, Some(&eval_predicate(f, &b)?), n, &read)?,
+                    (None, Some(n)) => kept(&b, None, n, &read)?,
+                    (None, None) => b,
                 };
                 work.run(b, &computed)
             };
@@ -119,6 +127,36 @@ impl ScanOp {
         });
         ScanOp { rx, stop }
     }
+}
+
+/// The rows of `b` that `mask` keeps (all when `None`), with the columns
+/// not `needed` left NULL, under `schema` (which allows that).
+fn kept(
+    b: &RecordBatch,
+    mask: Option<&BooleanArray>,
+    needed: &[bool],
+    schema: &SchemaRef,
+) -> Result<RecordBatch, SqlError> {
+    let rows = mask.map_or(b.num_rows(), BooleanArray::true_count);
+    let mask = mask.map(|m| FilterBuilder::new(m).optimize().build());
+    let columns = b
+        .columns()
+        .iter()
+        .enumerate()
+        .map(|(i, c)| -> Result<ArrayRef, SqlError> {
+            Ok(match &mask {
+                _ if !needed.get(i).copied().unwrap_or(true) => new_null_array(c.data_type(), rows),
+                Some(m) => m.filter(c)?,
+                None => c.clone(),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let opts = RecordBatchOptions::new().with_row_count(Some(rows));
+    Ok(RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &opts,
+    )?)
 }
 
 impl ScanWork {
