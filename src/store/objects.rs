@@ -119,6 +119,13 @@ impl ObjectSink {
     }
 }
 
+/// False when no cell of `s` can be a descriptor: its bytes hold no
+/// marker. One search of the column's buffer, where looking at each cell
+/// cost a few percent of a scan of short text such as model names.
+fn may_hold_descriptors(s: &StringArray) -> bool {
+    s.value_data().contains(&(MARK as u8))
+}
+
 /// Content ids referenced by descriptors in `batches`.
 pub fn referenced_ids(batches: &[RecordBatch]) -> HashSet<String> {
     let mut ids = HashSet::new();
@@ -128,6 +135,9 @@ pub fn referenced_ids(batches: &[RecordBatch]) -> HashSet<String> {
                 continue;
             }
             let s = col.as_string::<i32>();
+            if !may_hold_descriptors(s) {
+                continue;
+            }
             for v in s.iter().flatten() {
                 if let Some((id, _)) = parse_descriptor(v) {
                     ids.insert(id.to_string());
@@ -155,7 +165,7 @@ pub fn resolve(
                     continue;
                 }
                 let s = col.as_string::<i32>();
-                if !s.iter().flatten().any(is_descriptor) {
+                if !may_hold_descriptors(s) || !s.iter().flatten().any(is_descriptor) {
                     cols.push(col.clone());
                     continue;
                 }

@@ -51,6 +51,13 @@ pub fn stored_columns(t: Table, layout: u64) -> Vec<usize> {
 /// compression.
 const UNCOMPRESSED: (&str, &str) = ("lance-encoding:compression", "none");
 
+/// True for the Lance field metadata of a derived text view (see
+/// [`table_schema`]): long text, kept to be scanned.
+pub fn is_text_view(metadata: &std::collections::HashMap<String, String>) -> bool {
+    let (k, v) = UNCOMPRESSED;
+    metadata.get(k).is_some_and(|m| m == v)
+}
+
 /// The stored schema of a table in a store of `layout`.
 ///
 /// The derived text views are kept uncompressed. They exist to be scanned
