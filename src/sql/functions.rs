@@ -450,8 +450,7 @@ pub fn eval_call(func: Func, args: &[ArrayRef], n: usize) -> Result<ArrayRef, Sq
                     if as_text {
                         crate::util::json_follow::text_at(docs.value(i), steps)
                     } else {
-                        let v = crate::util::json_follow::follow(docs.value(i), steps).ok()??;
-                        Some(v.to_string())
+                        crate::util::json_follow::json_at(docs.value(i), steps)
                     }
                 })
                 .collect();

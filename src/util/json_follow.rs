@@ -1,151 +1,404 @@
-//! Following a JSONPath through JSON text without building the document:
-//! the members and elements off the path are checked and skipped, and only
-//! the value the path ends at is built. SQL's `->`, `->>` and
-//! `json_extract` run this once per row, where parsing the whole document
-//! into a tree would allocate every member of it.
+//! Following a JSONPath through JSON text without building the document.
+//! The text is read byte by byte: members and elements off the path are
+//! checked against JSON's grammar and skipped, and only the bytes where the
+//! path ends are turned into a value, often by borrowing them. SQL's `->`,
+//! `->>` and `json_extract` run this once per row, and a JSON text's
+//! members are mostly off the path.
 //!
 //! The answer is the one [`super::jsonpath::lookup`] gives on the parsed
 //! document: invalid JSON anywhere is an error, a missing member or an
 //! index out of range is `None`, and a member given twice counts with its
-//! last value.
+//! last value. As when `serde_json` skips a value, a string the path does
+//! not end at has each `\u` escape checked for four hex digits only, and a
+//! number there for its grammar, not its range; the value the path ends at
+//! is decoded by `serde_json`, so it is checked in full.
 
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::Deserialize;
+use std::borrow::Cow;
+use std::ops::Range;
+
 use serde_json::Value;
 
-use super::jsonpath::{lookup, PathStep};
+use super::jsonpath::PathStep;
 
-/// The value at `path` in the JSON `text`.
-pub fn follow(text: &str, path: &[PathStep]) -> Result<Option<Value>, serde_json::Error> {
-    if path.iter().any(|s| matches!(s, PathStep::FromEnd(_))) {
-        // Counting from the end needs the array's length first.
-        let doc: Value = serde_json::from_str(text)?;
-        return Ok(lookup(&doc, path).cloned());
+/// The text is not JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Invalid;
+
+/// The value at `path` as JSON text, as SQL's `->` and `json_extract`
+/// give it: compact, object members in key order; nothing for a missing
+/// member or invalid JSON.
+pub fn json_at<'t>(text: &'t str, path: &[PathStep]) -> Option<Cow<'t, str>> {
+    let v = &text[locate(text, path).ok()??];
+    // These print as they are written.
+    if matches!(v, "null" | "true" | "false") || plain_integer(v) || plain_string(v) {
+        return Some(Cow::Borrowed(v));
     }
-    let mut de = serde_json::Deserializer::from_str(text);
-    let found = Follow(path).deserialize(&mut de)?;
-    de.end()?;
-    Ok(found)
+    let value: Value = serde_json::from_str(v).ok()?;
+    Some(Cow::Owned(value.to_string()))
 }
 
 /// The value at `path` as text, as SQL's `->>` and `json_extract_string`
 /// give it: a string without its quotes, any other value as JSON, and
 /// nothing for JSON null, a missing member or invalid JSON.
-pub fn text_at(text: &str, path: &[PathStep]) -> Option<String> {
-    match follow(text, path).ok()?? {
-        Value::Null => None,
-        Value::String(s) => Some(s),
-        other => Some(other.to_string()),
+pub fn text_at<'t>(text: &'t str, path: &[PathStep]) -> Option<Cow<'t, str>> {
+    let v = &text[locate(text, path).ok()??];
+    if v == "null" {
+        return None;
     }
+    if plain_string(v) {
+        return Some(Cow::Borrowed(&v[1..v.len() - 1]));
+    }
+    if v.starts_with('"') {
+        return serde_json::from_str::<String>(v).ok().map(Cow::Owned);
+    }
+    json_at(v, &[])
 }
 
-/// The rest of the path, as a seed for the value it starts at.
-struct Follow<'p>(&'p [PathStep]);
-
-impl<'de> DeserializeSeed<'de> for Follow<'_> {
-    type Value = Option<Value>;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<Value>, D::Error> {
-        if self.0.is_empty() {
-            return Value::deserialize(d).map(Some);
-        }
-        d.deserialize_any(self)
-    }
+/// A string with no escapes: its text is its value.
+fn plain_string(v: &str) -> bool {
+    v.starts_with('"') && !v.contains('\\')
 }
 
-impl<'de> Visitor<'de> for Follow<'_> {
-    type Value = Option<Value>;
+/// An integer that `serde_json` keeps as an integer and prints as written:
+/// not `-0` (a float to it) and short enough for 64 bits.
+fn plain_integer(v: &str) -> bool {
+    let digits = v.strip_prefix('-').unwrap_or(v);
+    !digits.is_empty()
+        && digits.len() <= 18
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && v != "-0"
+}
 
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a JSON value")
+/// Where in `text` the value at `path` is written.
+pub fn locate(text: &str, path: &[PathStep]) -> Result<Option<Range<usize>>, Invalid> {
+    let mut s = Scan {
+        b: text.as_bytes(),
+        i: 0,
+    };
+    let found = s.find(path)?;
+    s.ws();
+    if s.i != s.b.len() {
+        return Err(Invalid);
     }
+    Ok(found)
+}
 
-    // A scalar where the path goes on: nothing there.
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
+/// A cursor over JSON text.
+struct Scan<'a> {
+    b: &'a [u8],
+    i: usize,
+}
 
-    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
-        let mut found = None;
-        match &self.0[0] {
-            PathStep::Key(k) => {
-                while let Some(hit) = m.next_key_seed(KeyIs(k))? {
-                    if hit {
-                        found = m.next_value_seed(Follow(&self.0[1..]))?;
-                    } else {
-                        m.next_value::<IgnoredAny>()?;
-                    }
-                }
-            }
-            _ => while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {},
+impl Scan<'_> {
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.b.get(self.i) {
+            self.i += 1;
         }
-        Ok(found)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Self::Value, A::Error> {
-        let want = match &self.0[0] {
-            PathStep::Index(i) => Some(*i),
-            _ => None,
+    fn peek(&mut self) -> Result<u8, Invalid> {
+        self.ws();
+        self.b.get(self.i).copied().ok_or(Invalid)
+    }
+
+    fn expect(&mut self, c: u8) -> Result<(), Invalid> {
+        if self.peek()? != c {
+            return Err(Invalid);
+        }
+        self.i += 1;
+        Ok(())
+    }
+
+    /// The value here, walked along `path`: where the path ends, or `None`.
+    /// Either way the whole value is read.
+    fn find(&mut self, path: &[PathStep]) -> Result<Option<Range<usize>>, Invalid> {
+        let Some((step, rest)) = path.split_first() else {
+            self.ws();
+            let start = self.i;
+            self.skip_value()?;
+            return Ok(Some(start..self.i));
         };
+        match (self.peek()?, step) {
+            (b'{', PathStep::Key(want)) => self.find_member(want, rest),
+            (b'[', PathStep::Index(n)) => self.find_element(*n, rest),
+            (b'[', PathStep::FromEnd(n)) => self.find_from_end(*n, rest),
+            _ => {
+                self.skip_value()?;
+                Ok(None)
+            }
+        }
+    }
+
+    fn find_member(
+        &mut self,
+        want: &str,
+        rest: &[PathStep],
+    ) -> Result<Option<Range<usize>>, Invalid> {
+        self.i += 1;
         let mut found = None;
+        if self.peek()? == b'}' {
+            self.i += 1;
+            return Ok(None);
+        }
+        loop {
+            let hit = self.key_is(want)?;
+            self.expect(b':')?;
+            if hit {
+                found = self.find(rest)?;
+            } else {
+                self.skip_value()?;
+            }
+            match self.peek()? {
+                b',' => self.i += 1,
+                b'}' => {
+                    self.i += 1;
+                    return Ok(found);
+                }
+                _ => return Err(Invalid),
+            }
+        }
+    }
+
+    fn find_element(
+        &mut self,
+        want: usize,
+        rest: &[PathStep],
+    ) -> Result<Option<Range<usize>>, Invalid> {
+        self.i += 1;
+        let mut found = None;
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Ok(None);
+        }
         let mut at = 0usize;
         loop {
-            if want == Some(at) {
-                match s.next_element_seed(Follow(&self.0[1..]))? {
-                    Some(v) => found = v,
-                    None => break,
-                }
-            } else if s.next_element::<IgnoredAny>()?.is_none() {
-                break;
+            if at == want {
+                found = self.find(rest)?;
+            } else {
+                self.skip_value()?;
             }
             at += 1;
+            match self.peek()? {
+                b',' => self.i += 1,
+                b']' => {
+                    self.i += 1;
+                    return Ok(found);
+                }
+                _ => return Err(Invalid),
+            }
         }
-        Ok(found)
-    }
-}
-
-/// A member name, compared with the wanted one without copying it.
-struct KeyIs<'k>(&'k str);
-
-impl<'de> DeserializeSeed<'de> for KeyIs<'_> {
-    type Value = bool;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
-        d.deserialize_str(self)
-    }
-}
-
-impl Visitor<'_> for KeyIs<'_> {
-    type Value = bool;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a member name")
     }
 
-    fn visit_str<E>(self, v: &str) -> Result<bool, E> {
-        Ok(v == self.0)
+    /// Counting from the end needs the array's length: the elements are
+    /// read once for where they start, and the path goes on in the one picked.
+    fn find_from_end(
+        &mut self,
+        n: usize,
+        rest: &[PathStep],
+    ) -> Result<Option<Range<usize>>, Invalid> {
+        let open = self.i;
+        self.skip_value()?;
+        let mut elements = Vec::new();
+        let mut inner = Scan {
+            b: &self.b[..self.i],
+            i: open + 1,
+        };
+        if inner.peek()? != b']' {
+            loop {
+                inner.ws();
+                elements.push(inner.i);
+                inner.skip_value()?;
+                if inner.peek()? == b']' {
+                    break;
+                }
+                inner.i += 1;
+            }
+        }
+        let Some(pick) = elements.len().checked_sub(n).and_then(|k| elements.get(k)) else {
+            return Ok(None);
+        };
+        let mut at = Scan {
+            b: self.b,
+            i: *pick,
+        };
+        at.find(rest)
+    }
+
+    /// Reads a member name and its quotes; whether it is `want`.
+    fn key_is(&mut self, want: &str) -> Result<bool, Invalid> {
+        if self.peek()? != b'"' {
+            return Err(Invalid);
+        }
+        let start = self.i;
+        let escaped = self.string()?;
+        let raw = &self.b[start + 1..self.i - 1];
+        if !escaped {
+            return Ok(raw == want.as_bytes());
+        }
+        let quoted = std::str::from_utf8(&self.b[start..self.i]).map_err(|_| Invalid)?;
+        let name: String = serde_json::from_str(quoted).map_err(|_| Invalid)?;
+        Ok(name == want)
+    }
+
+    /// Reads a string from its opening quote; whether it holds an escape.
+    fn string(&mut self) -> Result<bool, Invalid> {
+        self.i += 1;
+        let mut escaped = false;
+        loop {
+            let c = *self.b.get(self.i).ok_or(Invalid)?;
+            self.i += 1;
+            match c {
+                b'"' => return Ok(escaped),
+                b'\\' => {
+                    escaped = true;
+                    match *self.b.get(self.i).ok_or(Invalid)? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
+                        b'u' => {
+                            let hex = self.b.get(self.i + 1..self.i + 5).ok_or(Invalid)?;
+                            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                                return Err(Invalid);
+                            }
+                            self.i += 5;
+                        }
+                        _ => return Err(Invalid),
+                    }
+                }
+                0..=0x1f => return Err(Invalid),
+                _ => {}
+            }
+        }
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.i;
+        while self.b.get(self.i).is_some_and(u8::is_ascii_digit) {
+            self.i += 1;
+        }
+        self.i - start
+    }
+
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`
+    fn number(&mut self) -> Result<(), Invalid> {
+        if self.b[self.i] == b'-' {
+            self.i += 1;
+        }
+        match self.b.get(self.i) {
+            Some(b'0') => self.i += 1,
+            Some(b'1'..=b'9') => {
+                self.digits();
+            }
+            _ => return Err(Invalid),
+        }
+        if self.b.get(self.i) == Some(&b'.') {
+            self.i += 1;
+            if self.digits() == 0 {
+                return Err(Invalid);
+            }
+        }
+        if let Some(b'e' | b'E') = self.b.get(self.i) {
+            self.i += 1;
+            if let Some(b'+' | b'-') = self.b.get(self.i) {
+                self.i += 1;
+            }
+            if self.digits() == 0 {
+                return Err(Invalid);
+            }
+        }
+        Ok(())
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Result<(), Invalid> {
+        if !self.b[self.i..].starts_with(word) {
+            return Err(Invalid);
+        }
+        self.i += word.len();
+        Ok(())
+    }
+
+    /// Reads one value whole. Containers are tracked on a stack of their
+    /// kinds rather than by recursion, so deep nesting cannot exhaust the
+    /// thread's stack.
+    fn skip_value(&mut self) -> Result<(), Invalid> {
+        // `true` for an object, `false` for an array, innermost last.
+        let mut open: Vec<bool> = Vec::new();
+        loop {
+            match self.peek()? {
+                b'{' => {
+                    self.i += 1;
+                    if self.peek()? == b'}' {
+                        self.i += 1;
+                    } else {
+                        open.push(true);
+                        self.member_name()?;
+                        continue;
+                    }
+                }
+                b'[' => {
+                    self.i += 1;
+                    if self.peek()? == b']' {
+                        self.i += 1;
+                    } else {
+                        open.push(false);
+                        continue;
+                    }
+                }
+                b'"' => {
+                    self.string()?;
+                }
+                b'-' | b'0'..=b'9' => self.number()?,
+                b't' => self.literal(b"true")?,
+                b'f' => self.literal(b"false")?,
+                b'n' => self.literal(b"null")?,
+                _ => return Err(Invalid),
+            }
+            // After a value: close what ends here, then go on to the next
+            // member or element.
+            loop {
+                let Some(&object) = open.last() else {
+                    return Ok(());
+                };
+                match (self.peek()?, object) {
+                    (b',', _) => {
+                        self.i += 1;
+                        if object {
+                            self.member_name()?;
+                        }
+                        break;
+                    }
+                    (b'}', true) | (b']', false) => {
+                        self.i += 1;
+                        open.pop();
+                    }
+                    _ => return Err(Invalid),
+                }
+            }
+        }
+    }
+
+    /// A member's name and the colon after it.
+    fn member_name(&mut self) -> Result<(), Invalid> {
+        if self.peek()? != b'"' {
+            return Err(Invalid);
+        }
+        self.string()?;
+        self.expect(b':')
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::jsonpath::{parse, Indexes};
+    use super::super::jsonpath::{lookup, parse, Indexes};
     use super::*;
+
+    /// The value at `path`, built.
+    fn follow(text: &str, path: &[PathStep]) -> Result<Option<Value>, Invalid> {
+        match locate(text, path)? {
+            Some(at) => serde_json::from_str(&text[at])
+                .map(Some)
+                .map_err(|_| Invalid),
+            None => Ok(None),
+        }
+    }
 
     /// The same answer as parsing the document and looking the path up.
     fn same(text: &str, path: &str) {
@@ -198,5 +451,199 @@ mod tests {
         same("[1, [2, 3], {\"a\": null}]", "$[2].a");
         same("\"text\"", "$");
         same("null", "$.a");
+    }
+
+    /// What `->>` and `->` answer, from the parsed document.
+    fn want_texts(text: &str, steps: &[PathStep]) -> (Option<String>, Option<String>) {
+        let Ok(doc) = serde_json::from_str::<Value>(text) else {
+            return (None, None);
+        };
+        match lookup(&doc, steps) {
+            None => (None, None),
+            Some(Value::Null) => (None, Some("null".into())),
+            Some(Value::String(s)) => (Some(s.clone()), Some(Value::String(s.clone()).to_string())),
+            Some(v) => (Some(v.to_string()), Some(v.to_string())),
+        }
+    }
+
+    /// A small generator of JSON texts: nested containers, escapes, every
+    /// form of number, whitespace.
+    struct Gen(u64);
+
+    impl Gen {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (self.0 >> 33) % n
+        }
+
+        fn ws(&mut self, out: &mut String) {
+            out.push_str([" ", "", "", "\n ", "\t"][self.below(5) as usize]);
+        }
+
+        fn value(&mut self, depth: u32, out: &mut String) {
+            let pick = if depth > 3 {
+                self.below(5)
+            } else {
+                self.below(8)
+            };
+            match pick {
+                0 => out.push_str(["null", "true", "false"][self.below(3) as usize]),
+                1 => out.push_str(
+                    [
+                        "0",
+                        "-0",
+                        "7",
+                        "-12",
+                        "1.50",
+                        "2e3",
+                        "-0.5E-2",
+                        "12345678901234567890",
+                        "123456789012345678",
+                    ][self.below(9) as usize],
+                ),
+                2..=4 => out.push_str(
+                    [
+                        r#""a""#,
+                        r#""caf\u00e9""#,
+                        r#""x\"y""#,
+                        r#""tab\tnl\n""#,
+                        r#""""#,
+                        r#""超时""#,
+                        r#""a/b\/c""#,
+                    ][self.below(7) as usize],
+                ),
+                5 | 6 => {
+                    out.push('{');
+                    for k in 0..self.below(4) {
+                        if k > 0 {
+                            out.push(',');
+                        }
+                        self.ws(out);
+                        out.push_str(
+                            [r#""a""#, r#""b""#, r#""a""#, r#""\u0061""#, r#""c d""#]
+                                [self.below(5) as usize],
+                        );
+                        self.ws(out);
+                        out.push(':');
+                        self.ws(out);
+                        self.value(depth + 1, out);
+                    }
+                    self.ws(out);
+                    out.push('}');
+                }
+                _ => {
+                    out.push('[');
+                    for k in 0..self.below(4) {
+                        if k > 0 {
+                            out.push(',');
+                        }
+                        self.ws(out);
+                        self.value(depth + 1, out);
+                    }
+                    out.push(']');
+                }
+            }
+        }
+
+        /// The text with one byte taken out, doubled or put in.
+        fn mutate(&mut self, text: &str) -> String {
+            let mut b = text.as_bytes().to_vec();
+            let at = self.below(b.len() as u64 + 1) as usize;
+            match self.below(3) {
+                0 if at < b.len() => {
+                    b.remove(at);
+                }
+                1 if at < b.len() => b.insert(at, b[at]),
+                _ => b.insert(at, b"{}[],:\"\\0-.e1 tnx"[self.below(17) as usize]),
+            }
+            String::from_utf8(b).unwrap_or_default()
+        }
+    }
+
+    /// Generated texts, valid and broken, answer as the parsed document
+    /// does for every path tried.
+    #[test]
+    fn generated_texts_answer_like_a_parsed_document() {
+        let paths = [
+            "$",
+            "$.a",
+            "$.b",
+            "$.a.a",
+            "$.a[0]",
+            "$[0]",
+            "$[1].a",
+            "$[-1]",
+            "$.a[#-2].b",
+            "$.\"c d\"",
+            "$[0][0]",
+        ];
+        let paths: Vec<Vec<PathStep>> = paths
+            .iter()
+            .map(|p| parse(p, Indexes::Signed).unwrap())
+            .collect();
+        let mut g = Gen(7);
+        let mut broken = 0;
+        for _ in 0..4000 {
+            let mut text = String::new();
+            g.value(0, &mut text);
+            let text = if g.below(2) == 0 {
+                g.mutate(&text)
+            } else {
+                text
+            };
+            match serde_json::from_str::<Value>(&text) {
+                // Out of range off the path is not an error here (above).
+                Err(e) if e.to_string().starts_with("number out of range") => continue,
+                Err(_) => broken += 1,
+                Ok(_) => {}
+            }
+            for steps in &paths {
+                let (text_want, json_want) = want_texts(&text, steps);
+                assert_eq!(
+                    text_at(&text, steps).map(Cow::into_owned),
+                    text_want,
+                    "->> {text} {steps:?}"
+                );
+                assert_eq!(
+                    json_at(&text, steps).map(Cow::into_owned),
+                    json_want,
+                    "-> {text} {steps:?}"
+                );
+                let whole: Result<Value, _> = serde_json::from_str(&text);
+                assert_eq!(
+                    follow(&text, steps).ok(),
+                    whole.ok().map(|d| lookup(&d, steps).cloned()),
+                    "{text} {steps:?}"
+                );
+            }
+        }
+        // Both kinds were tried.
+        assert!((500..3500).contains(&broken), "{broken}");
+    }
+
+    /// A number off the path is checked against the grammar only, as
+    /// `serde_json` skips it; where the path ends, it must be a finite double.
+    #[test]
+    fn numbers_off_the_path_are_not_converted() {
+        let text = r#"{"a": 1, "b": 1e400}"#;
+        let at = |p: &str| text_at(text, &parse(p, Indexes::Signed).unwrap());
+        assert_eq!(at("$.a").as_deref(), Some("1"));
+        assert_eq!(at("$.b"), None);
+    }
+
+    #[test]
+    fn deep_nesting_is_read_without_recursion() {
+        let deep = format!(
+            "{{\"a\": 1, \"b\": {}{}}}",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        let steps = parse("$.a", Indexes::Signed).unwrap();
+        assert_eq!(text_at(&deep, &steps).as_deref(), Some("1"));
+        let cut = &deep[..deep.len() - 2];
+        assert_eq!(text_at(cut, &steps), None);
     }
 }
