@@ -28,8 +28,13 @@ pub fn eval(e: &Expr, batch: &RecordBatch) -> Result<ArrayRef, SqlError> {
             op, left, right, ..
         } => {
             let l = eval(left, batch)?;
-            let r = eval(right, batch)?;
-            binary(*op, &l, &r)?
+            match right.as_ref() {
+                // A constant is compared as one value, not repeated per row.
+                Expr::Literal(c) if op.is_comparison() && n > 0 => {
+                    Arc::new(compare_with(&l, &c.to_array(1), *op)?)
+                }
+                _ => binary(*op, &l, &eval(right, batch)?)?,
+            }
         }
         Expr::Not(x) => {
             let v = eval(x, batch)?;
@@ -240,21 +245,41 @@ fn binary(op: BinOp, l: &ArrayRef, r: &ArrayRef) -> Result<ArrayRef, SqlError> {
 
 /// Compare two arrays of one type.
 pub fn compare(l: &ArrayRef, r: &ArrayRef, op: BinOp) -> Result<BooleanArray, SqlError> {
+    compare_datums(l, r, op, false)
+}
+
+/// Compare every row of `l` with the one value in `constant`.
+fn compare_with(l: &ArrayRef, constant: &ArrayRef, op: BinOp) -> Result<BooleanArray, SqlError> {
+    compare_datums(l, constant, op, true)
+}
+
+fn compare_datums(
+    l: &ArrayRef,
+    r: &ArrayRef,
+    op: BinOp,
+    r_is_scalar: bool,
+) -> Result<BooleanArray, SqlError> {
     if l.data_type() == &DataType::Null || r.data_type() == &DataType::Null {
         return Ok(BooleanArray::new_null(l.len()));
     }
-    let (l, r) = if l.data_type() == r.data_type() {
-        (l.clone(), r.clone())
+    let r = if l.data_type() == r.data_type() {
+        r.clone()
     } else {
-        (l.clone(), cast_array(r, l.data_type())?)
+        cast_array(r, l.data_type())?
     };
+    let r: &dyn arrow::array::Datum = if r_is_scalar {
+        &arrow::array::Scalar::new(r)
+    } else {
+        &r
+    };
+    let l: &dyn arrow::array::Datum = l;
     Ok(match op {
-        BinOp::Eq => cmp::eq(&l, &r)?,
-        BinOp::NotEq => cmp::neq(&l, &r)?,
-        BinOp::Lt => cmp::lt(&l, &r)?,
-        BinOp::LtEq => cmp::lt_eq(&l, &r)?,
-        BinOp::Gt => cmp::gt(&l, &r)?,
-        BinOp::GtEq => cmp::gt_eq(&l, &r)?,
+        BinOp::Eq => cmp::eq(l, r)?,
+        BinOp::NotEq => cmp::neq(l, r)?,
+        BinOp::Lt => cmp::lt(l, r)?,
+        BinOp::LtEq => cmp::lt_eq(l, r)?,
+        BinOp::Gt => cmp::gt(l, r)?,
+        BinOp::GtEq => cmp::gt_eq(l, r)?,
         _ => return Err(SqlError::Internal("not a comparison".into())),
     })
 }

@@ -319,8 +319,7 @@ impl Scan<'_> {
     /// kinds rather than by recursion, so deep nesting cannot exhaust the
     /// thread's stack.
     fn skip_value(&mut self) -> Result<(), Invalid> {
-        // `true` for an object, `false` for an array, innermost last.
-        let mut open: Vec<bool> = Vec::new();
+        let mut open = Nesting::default();
         loop {
             match self.peek()? {
                 b'{' => {
@@ -354,7 +353,7 @@ impl Scan<'_> {
             // After a value: close what ends here, then go on to the next
             // member or element.
             loop {
-                let Some(&object) = open.last() else {
+                let Some(object) = open.innermost() else {
                     return Ok(());
                 };
                 match (self.peek()?, object) {
@@ -382,6 +381,42 @@ impl Scan<'_> {
         }
         self.string()?;
         self.expect(b':')
+    }
+}
+
+/// The containers open around a point of the text, innermost last: `true`
+/// for an object, `false` for an array. The first 64 levels are bits, so
+/// the short JSON of most cells is skipped without allocating.
+#[derive(Default)]
+struct Nesting {
+    bits: u64,
+    depth: usize,
+    deeper: Vec<bool>,
+}
+
+impl Nesting {
+    fn push(&mut self, object: bool) {
+        if self.depth < 64 {
+            self.bits = (self.bits & !(1 << self.depth)) | (u64::from(object) << self.depth);
+        } else {
+            self.deeper.push(object);
+        }
+        self.depth += 1;
+    }
+
+    fn pop(&mut self) {
+        self.depth -= 1;
+        if self.depth >= 64 {
+            self.deeper.pop();
+        }
+    }
+
+    fn innermost(&self) -> Option<bool> {
+        match self.depth {
+            0 => None,
+            d @ 1..=64 => Some(self.bits >> (d - 1) & 1 == 1),
+            _ => self.deeper.last().copied(),
+        }
     }
 }
 
@@ -645,5 +680,25 @@ mod tests {
         assert_eq!(text_at(&deep, &steps).as_deref(), Some("1"));
         let cut = &deep[..deep.len() - 2];
         assert_eq!(text_at(cut, &steps), None);
+        // Objects and arrays mixed across the 64 levels kept as bits: a
+        // closing bracket of the wrong kind is found on either side.
+        let mixed = |levels: usize, wrong_at: Option<usize>| {
+            let mut t = String::from(r#"{"a": 2, "b": "#);
+            for _ in 0..levels {
+                t.push_str(r#"[{"k": "#);
+            }
+            t.push('0');
+            for l in (0..levels).rev() {
+                t.push_str(if wrong_at == Some(l) { "]]" } else { "}]" });
+            }
+            t.push('}');
+            t
+        };
+        for levels in [10, 40, 70] {
+            assert_eq!(text_at(&mixed(levels, None), &steps).as_deref(), Some("2"));
+            for wrong in [0, levels / 2, levels - 1] {
+                assert_eq!(text_at(&mixed(levels, Some(wrong)), &steps), None);
+            }
+        }
     }
 }
