@@ -659,14 +659,18 @@ mod tests {
         assert!((500..3500).contains(&broken), "{broken}");
     }
 
-    /// A number off the path is checked against the grammar only, as
-    /// `serde_json` skips it; where the path ends, it must be a finite double.
+    /// A number or a string off the path is checked against the grammar
+    /// only, as `serde_json` skips it; where the path ends, it must convert.
     #[test]
     fn numbers_off_the_path_are_not_converted() {
         let text = r#"{"a": 1, "b": 1e400}"#;
         let at = |p: &str| text_at(text, &parse(p, Indexes::Signed).unwrap());
         assert_eq!(at("$.a").as_deref(), Some("1"));
         assert_eq!(at("$.b"), None);
+        let text = r#"{"s": "\ud800", "t": 1}"#;
+        let at = |p: &str| text_at(text, &parse(p, Indexes::Signed).unwrap());
+        assert_eq!(at("$.t").as_deref(), Some("1"));
+        assert_eq!(at("$.s"), None);
     }
 
     #[test]
