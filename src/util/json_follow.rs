@@ -22,7 +22,7 @@ use super::jsonpath::PathStep;
 
 /// The text is not JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Invalid;
+struct Invalid;
 
 /// The value at `path` as JSON text, as SQL's `->` and `json_extract`
 /// give it: compact, object members in key order; nothing for a missing
@@ -70,7 +70,7 @@ fn plain_integer(v: &str) -> bool {
 }
 
 /// Where in `text` the value at `path` is written.
-pub fn locate(text: &str, path: &[PathStep]) -> Result<Option<Range<usize>>, Invalid> {
+fn locate(text: &str, path: &[PathStep]) -> Result<Option<Range<usize>>, Invalid> {
     let mut s = Scan {
         b: text.as_bytes(),
         i: 0,
