@@ -226,13 +226,39 @@ impl StoreReader {
         let derive = self.derives_views();
         let read = physical(t, columns, derive);
         let mut stream = runtime().block_on(scan_stream(&p, v, &read, filter, rows))?;
-        while let Some(b) = runtime().block_on(futures::StreamExt::next(&mut stream)) {
-            let b = b?;
+        let mut emit = |b: RecordBatch| -> Result<(), E> {
             for r in self.resolve_objects(vec![b])? {
                 each(with_views(t, columns, &r, derive)?)?;
             }
+            Ok(())
+        };
+        if rows.is_some() {
+            // Whole rows (export, the index build): one batch at a time.
+            while let Some(b) = runtime().block_on(futures::StreamExt::next(&mut stream)) {
+                emit(b?)?;
+            }
+            return Ok(());
         }
-        Ok(())
+        // A column scan is pulled on a thread of its own, up to
+        // `BATCHES_AHEAD` batches ahead of the one being resolved: resolving
+        // a batch's large cells reads the objects table, and the file scans
+        // stopped meanwhile. On tool output with 26 such cells in 1M steps,
+        // that wait was a quarter of a LIKE's time (docs/benchmarks.md).
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::sync_channel(BATCHES_AHEAD);
+            scope.spawn(move || {
+                while let Some(b) = runtime().block_on(futures::StreamExt::next(&mut stream)) {
+                    // The consumer stopped (an error, or enough rows).
+                    if tx.send(b).is_err() {
+                        return;
+                    }
+                }
+            });
+            for b in rx {
+                emit(b?)?;
+            }
+            Ok(())
+        })
     }
 
     fn resolve_objects(&self, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>, StoreError> {
@@ -465,6 +491,10 @@ impl StoreReader {
         Ok(docs)
     }
 }
+
+/// Batches a column scan reads ahead of the one whose large cells are
+/// being resolved (see `StoreReader::scan_rows`).
+const BATCHES_AHEAD: usize = 8;
 
 /// A table read batch by batch (objects resolved per batch).
 struct Batches<'a> {
