@@ -134,29 +134,18 @@ impl Scan<'_> {
         want: &str,
         rest: &[PathStep],
     ) -> Result<Option<Range<usize>>, Invalid> {
-        self.i += 1;
         let mut found = None;
-        if self.peek()? == b'}' {
-            self.i += 1;
-            return Ok(None);
-        }
-        loop {
-            let hit = self.key_is(want)?;
-            self.expect(b':')?;
+        self.each_item(b'}', |s, _| {
+            let hit = s.key_is(want)?;
+            s.expect(b':')?;
             if hit {
-                found = self.find(rest)?;
+                found = s.find(rest)?;
+                Ok(())
             } else {
-                self.skip_value()?;
+                s.skip_value()
             }
-            match self.peek()? {
-                b',' => self.i += 1,
-                b'}' => {
-                    self.i += 1;
-                    return Ok(found);
-                }
-                _ => return Err(Invalid),
-            }
-        }
+        })?;
+        Ok(found)
     }
 
     fn find_element(
@@ -164,29 +153,16 @@ impl Scan<'_> {
         want: usize,
         rest: &[PathStep],
     ) -> Result<Option<Range<usize>>, Invalid> {
-        self.i += 1;
         let mut found = None;
-        if self.peek()? == b']' {
-            self.i += 1;
-            return Ok(None);
-        }
-        let mut at = 0usize;
-        loop {
+        self.each_item(b']', |s, at| {
             if at == want {
-                found = self.find(rest)?;
+                found = s.find(rest)?;
+                Ok(())
             } else {
-                self.skip_value()?;
+                s.skip_value()
             }
-            at += 1;
-            match self.peek()? {
-                b',' => self.i += 1,
-                b']' => {
-                    self.i += 1;
-                    return Ok(found);
-                }
-                _ => return Err(Invalid),
-            }
-        }
+        })?;
+        Ok(found)
     }
 
     /// Counting from the end needs the array's length: the elements are
@@ -196,32 +172,44 @@ impl Scan<'_> {
         n: usize,
         rest: &[PathStep],
     ) -> Result<Option<Range<usize>>, Invalid> {
-        let open = self.i;
-        self.skip_value()?;
-        let mut elements = Vec::new();
-        let mut inner = Scan {
-            b: &self.b[..self.i],
-            i: open + 1,
-        };
-        if inner.peek()? != b']' {
-            loop {
-                inner.ws();
-                elements.push(inner.i);
-                inner.skip_value()?;
-                if inner.peek()? == b']' {
-                    break;
-                }
-                inner.i += 1;
-            }
-        }
-        let Some(pick) = elements.len().checked_sub(n).and_then(|k| elements.get(k)) else {
+        let mut starts = Vec::new();
+        self.each_item(b']', |s, _| {
+            s.ws();
+            starts.push(s.i);
+            s.skip_value()
+        })?;
+        let Some(&pick) = starts.len().checked_sub(n).and_then(|k| starts.get(k)) else {
             return Ok(None);
         };
-        let mut at = Scan {
-            b: self.b,
-            i: *pick,
-        };
-        at.find(rest)
+        Scan { b: self.b, i: pick }.find(rest)
+    }
+
+    /// Reads an object or array from its opening bracket to `close`,
+    /// handing each member or element, with its position, to `item`, which
+    /// reads it whole.
+    fn each_item(
+        &mut self,
+        close: u8,
+        mut item: impl FnMut(&mut Self, usize) -> Result<(), Invalid>,
+    ) -> Result<(), Invalid> {
+        self.i += 1;
+        if self.peek()? == close {
+            self.i += 1;
+            return Ok(());
+        }
+        let mut at = 0;
+        loop {
+            item(self, at)?;
+            at += 1;
+            match self.peek()? {
+                b',' => self.i += 1,
+                c if c == close => {
+                    self.i += 1;
+                    return Ok(());
+                }
+                _ => return Err(Invalid),
+            }
+        }
     }
 
     /// Reads a member name and its quotes; whether it is `want`.
@@ -479,8 +467,18 @@ mod tests {
             "",
             r#"{"b": tru}"#,
             r#"{"a": 1, "b": }"#,
+            r#"{"a": 1]"#,
+            r#"{"a": [1, 2}}"#,
         ] {
             same(bad, "$.a");
+        }
+        // A closing bracket of the other kind, on the path and around it.
+        for (bad, path) in [
+            ("[1, 2}", "$[0]"),
+            ("[[1}, 2]", "$[0][0]"),
+            ("[1, 2}", "$[-1]"),
+        ] {
+            same(bad, path);
         }
         same("[1, [2, 3], {\"a\": null}]", "$[1][1]");
         same("[1, [2, 3], {\"a\": null}]", "$[2].a");
@@ -583,16 +581,18 @@ mod tests {
             }
         }
 
-        /// The text with one byte taken out, doubled or put in.
+        /// The text with one byte taken out, doubled, replaced or put in.
         fn mutate(&mut self, text: &str) -> String {
             let mut b = text.as_bytes().to_vec();
             let at = self.below(b.len() as u64 + 1) as usize;
-            match self.below(3) {
+            let any = b"{}[],:\"\\0-.e1 tnx"[self.below(17) as usize];
+            match self.below(4) {
                 0 if at < b.len() => {
                     b.remove(at);
                 }
                 1 if at < b.len() => b.insert(at, b[at]),
-                _ => b.insert(at, b"{}[],:\"\\0-.e1 tnx"[self.below(17) as usize]),
+                2 if at < b.len() => b[at] = any,
+                _ => b.insert(at, any),
             }
             String::from_utf8(b).unwrap_or_default()
         }
