@@ -22,6 +22,7 @@ pub mod current;
 pub mod events;
 mod lance_io;
 pub mod mirrors;
+mod object_reader;
 mod objects;
 pub mod publish;
 mod read;

@@ -213,8 +213,12 @@ pub fn resolve(
 pub fn load_objects(batches: &[RecordBatch]) -> Result<HashMap<String, Arc<str>>, StoreError> {
     let mut out = HashMap::new();
     for b in batches {
-        let ids = b.column(0).as_string::<i32>();
-        let payload = b.column(2).as_binary::<i64>();
+        let column = |name: &str| {
+            b.column_by_name(name)
+                .ok_or_else(|| StoreError::Corrupt(format!("objects rows without `{name}`")))
+        };
+        let ids = column("content_id")?.as_string::<i32>();
+        let payload = column("payload")?.as_binary::<i64>();
         for i in 0..b.num_rows() {
             let bytes = payload.value(i);
             let id = ids.value(i);

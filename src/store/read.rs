@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::{DataType, Int64Type, TimestampNanosecondType};
@@ -12,7 +12,8 @@ use serde_json::Value;
 
 use super::current::Committed;
 use super::lance_io::{count_rows, runtime, scan, scan_stream};
-use super::objects::{load_objects, referenced_ids, resolve};
+use super::object_reader::ObjectReader;
+use super::objects::{referenced_ids, resolve};
 use super::schema::{dir_name, source_columns, table_schema, VIEWS_STORED_FROM};
 use super::StoreError;
 use crate::formats::model::{Storyline, ToolCall, Turn};
@@ -28,6 +29,8 @@ pub struct StoreReader {
     /// Where the store lives: a local directory or an `s3://` URL.
     base: String,
     committed: Option<Committed>,
+    /// The objects table, shared by the clones of this reader.
+    objects: Arc<OnceLock<ObjectReader>>,
 }
 
 /// Counts of a store's tables ([`StoreReader::tally`]).
@@ -55,6 +58,7 @@ impl StoreReader {
         StoreReader {
             base: base.trim_end_matches('/').to_string(),
             committed,
+            objects: Arc::default(),
         }
     }
 
@@ -266,33 +270,25 @@ impl StoreReader {
         if ids.is_empty() {
             return Ok(batches);
         }
+        let objects = runtime().block_on(self.object_reader()?.fetch(&ids))?;
+        resolve(batches, &objects)
+    }
+
+    /// The objects table, opened at the first batch that needs it.
+    fn object_reader(&self) -> Result<&ObjectReader, StoreError> {
+        if let Some(r) = self.objects.get() {
+            return Ok(r);
+        }
         let Some(ov) = self.committed.as_ref().and_then(|c| c.objects_version) else {
             return Err(StoreError::Corrupt(
                 "rows reference objects but the store has none".into(),
             ));
         };
         let path = format!("{}/objects.lance", self.base);
-        let mut objects = HashMap::new();
-        let ids: Vec<String> = ids.into_iter().collect();
-        for chunk in ids.chunks(512) {
-            // Ids are validated hex (see `referenced_ids`), so quoting is safe.
-            let filter = format!(
-                "content_id IN ({})",
-                chunk
-                    .iter()
-                    .map(|i| format!("'{i}'"))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            );
-            let rows = runtime().block_on(scan(
-                &path,
-                ov,
-                &["content_id", "raw_length", "payload"],
-                Some(&filter),
-            ))?;
-            objects.extend(load_objects(&rows)?);
-        }
-        resolve(batches, &objects)
+        let opened = runtime().block_on(ObjectReader::open(&path, ov))?;
+        // Two threads may open it at once; either copy serves.
+        let _ = self.objects.set(opened);
+        Ok(self.objects.get().expect("set above"))
     }
 
     /// Steps in storage order, projected to `columns`, with one more text

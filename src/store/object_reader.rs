@@ -1,0 +1,184 @@
+//! Fetching large cells from a pinned `objects` table by content id.
+//!
+//! A scan resolves the descriptors of each batch as it goes. Filtering the
+//! objects table per batch opened it, planned a filter and read every id
+//! again each time (23 times for a `LIKE` over the tool output of the
+//! 1M-step benchmark store). The table is opened once per reader instead,
+//! its ids are read once into a map from id to row, and each batch takes
+//! only the rows it references.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow::array::AsArray;
+use futures::StreamExt as _;
+use lance::dataset::ProjectionRequest;
+use lance::Dataset;
+
+use super::lance_io::{lance_err, open_at};
+use super::objects::load_objects;
+use super::StoreError;
+
+/// Objects fetched by one read: a cell is at least 64 KiB, so this bounds
+/// a take to a few MiB beyond the objects the batch needs anyway.
+const OBJECTS_PER_TAKE: usize = 64;
+
+/// The objects table of one snapshot, open, with the row of every id.
+pub struct ObjectReader {
+    ds: Dataset,
+    /// Row offset of each content id (the id's 32 hash bytes).
+    rows: HashMap<[u8; 32], u64>,
+}
+
+impl std::fmt::Debug for ObjectReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectReader")
+            .field("objects", &self.rows.len())
+            .finish()
+    }
+}
+
+/// The hash bytes of a hex content id (None: not an id).
+fn id_key(id: &str) -> Option<[u8; 32]> {
+    let bytes = id.as_bytes();
+    if bytes.len() != 64 {
+        return None;
+    }
+    let mut key = [0u8; 32];
+    for (k, pair) in key.iter_mut().zip(bytes.chunks_exact(2)) {
+        let hi = (pair[0] as char).to_digit(16)?;
+        let lo = (pair[1] as char).to_digit(16)?;
+        *k = (hi * 16 + lo) as u8;
+    }
+    Some(key)
+}
+
+impl ObjectReader {
+    /// Open `path@version` and read its ids.
+    pub async fn open(path: &str, version: u64) -> Result<Self, StoreError> {
+        let ds = open_at(path, version).await?;
+        crate::util::stats::add(
+            crate::util::stats::Counter::FilesOpened,
+            ds.fragments().len() as u64,
+        );
+        let mut scanner = ds.scan();
+        scanner.scan_in_order(true);
+        let schema = ds.schema().project(&["content_id"]).map_err(lance_err)?;
+        scanner.project_with_schema(&schema).map_err(lance_err)?;
+        let mut stream = scanner.try_into_stream().await.map_err(lance_err)?;
+        let mut rows = HashMap::new();
+        let mut offset = 0u64;
+        while let Some(b) = stream.next().await {
+            let b = b.map_err(lance_err)?;
+            for id in b.column(0).as_string::<i32>().iter() {
+                let key = id.and_then(id_key).ok_or_else(|| {
+                    StoreError::Corrupt("the objects table holds a malformed id".into())
+                })?;
+                rows.insert(key, offset);
+                offset += 1;
+            }
+        }
+        Ok(ObjectReader { ds, rows })
+    }
+
+    /// The text of each object in `ids`, verified against its hash.
+    pub async fn fetch(
+        &self,
+        ids: &HashSet<String>,
+    ) -> Result<HashMap<String, Arc<str>>, StoreError> {
+        let mut offsets = Vec::with_capacity(ids.len());
+        for id in ids {
+            let row = id_key(id).and_then(|k| self.rows.get(&k));
+            offsets
+                .push(*row.ok_or_else(|| StoreError::Corrupt(format!("object {id} is missing")))?);
+        }
+        // Storage order reads each page once.
+        offsets.sort_unstable();
+        let projection = ProjectionRequest::from_columns(
+            ["content_id", "raw_length", "payload"],
+            self.ds.schema(),
+        );
+        let mut out = HashMap::with_capacity(ids.len());
+        for chunk in offsets.chunks(OBJECTS_PER_TAKE) {
+            let batch = self
+                .ds
+                .take(chunk, projection.clone())
+                .await
+                .map_err(lance_err)?;
+            out.extend(load_objects(&[batch])?);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::lance_io::{create_table, runtime, ChannelReader};
+    use crate::store::objects::{is_descriptor, resolve, ObjectSink, OBJECT_INLINE_LIMIT};
+    use arrow::array::{Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::record_batch::RecordBatch;
+
+    #[test]
+    fn ids_are_read_as_their_hash_bytes() {
+        let id = blake3::hash(b"x").to_hex();
+        assert_eq!(id_key(id.as_str()), Some(*blake3::hash(b"x").as_bytes()));
+        assert_eq!(id_key(&id.as_str()[1..]), None);
+        assert_eq!(id_key(&"g".repeat(64)), None);
+    }
+
+    /// Objects written by the store's sink are fetched by id across more
+    /// than one take, in any order, and an id the table lacks is an error.
+    #[test]
+    fn objects_are_taken_by_id() {
+        let texts: Vec<String> = (0..OBJECTS_PER_TAKE * 3 + 5)
+            .map(|i| format!("{i:06} ").repeat(OBJECT_INLINE_LIMIT / 7 + 1 + i))
+            .collect();
+        let schema = Arc::new(Schema::new(vec![Field::new("t", DataType::Utf8, true)]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![Arc::new(StringArray::from_iter_values(texts.iter().rev()))],
+        )
+        .unwrap();
+        let mut sink = ObjectSink::default();
+        let stored = sink.offload(batch).unwrap();
+        let descriptors = stored
+            .column(0)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
+        assert!(descriptors.iter().flatten().all(is_descriptor));
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("objects.lance").display().to_string();
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let objects = sink.drain().unwrap();
+        let schema = objects.schema();
+        tx.send(objects).unwrap();
+        drop(tx);
+        let version = runtime()
+            .block_on(create_table(&path, ChannelReader { schema, rx }))
+            .unwrap();
+        let reader = runtime()
+            .block_on(ObjectReader::open(&path, version))
+            .unwrap();
+
+        let ids = crate::store::objects::referenced_ids(std::slice::from_ref(&stored));
+        assert_eq!(ids.len(), texts.len());
+        let fetched = runtime().block_on(reader.fetch(&ids)).unwrap();
+        let back = resolve(vec![stored], &fetched).unwrap();
+        let back = back[0]
+            .column(0)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
+        let back: Vec<&str> = back.iter().flatten().collect();
+        let want: Vec<&str> = texts.iter().rev().map(String::as_str).collect();
+        assert_eq!(back, want);
+
+        let absent = HashSet::from([blake3::hash(b"absent").to_hex().to_string()]);
+        let err = runtime().block_on(reader.fetch(&absent)).unwrap_err();
+        assert!(err.to_string().contains("is missing"), "{err}");
+    }
+}
