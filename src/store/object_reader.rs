@@ -34,7 +34,7 @@ impl std::fmt::Debug for ObjectReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ObjectReader")
             .field("objects", &self.rows.len())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -70,7 +70,7 @@ impl ObjectReader {
         let mut offset = 0u64;
         while let Some(b) = stream.next().await {
             let b = b.map_err(lance_err)?;
-            for id in b.column(0).as_string::<i32>().iter() {
+            for id in b.column(0).as_string::<i32>() {
                 let key = id.and_then(id_key).ok_or_else(|| {
                     StoreError::Corrupt("the objects table holds a malformed id".into())
                 })?;
