@@ -592,6 +592,77 @@ fn import_to_s3_is_create_only_and_reads_like_a_local_store() {
     assert!(!admin(&["keys", &b]).contains("stores/other/"));
 }
 
+/// A store on S3 whose tool output holds cells above the 64 KiB inline
+/// limit: the cells are taken from `objects.lance` through the same client
+/// and give the same text, query and export, as the store on local disk.
+#[test]
+fn large_cells_of_an_s3_store_read_like_local_ones() {
+    need!("s3", crate::support::Need::S3);
+    let b = bucket("objects");
+    admin(&["bucket", &b, "unversioned"]);
+    let env = Env::moto();
+    let data = env.dir.path().join("data");
+    pchronicle::corpus::generate(&pchronicle::corpus::Options {
+        out: data.clone(),
+        runs: 6,
+        steps: 12,
+        seed: 5,
+        format: "atif".into(),
+        subagent_every: 0,
+        files_per_dir: 8,
+    })
+    .unwrap();
+    let mut files: Vec<_> = std::fs::read_dir(data.join("part-0000"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    // Two large outputs in one file and one in another: two objects in a
+    // batch and objects in more than one batch of a scan.
+    for (file, steps) in [(&files[0], &[1, 3][..]), (&files[1], &[2][..])] {
+        let mut doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+        for &i in steps {
+            let big = format!(
+                "{i}: {}超时\n",
+                "Traceback line of tool output\n".repeat(4000)
+            );
+            doc["steps"][i]["observation"] = serde_json::json!({"results": [{"content": big}]});
+        }
+        std::fs::write(file, serde_json::to_vec(&doc).unwrap()).unwrap();
+    }
+    let input = data.to_str().unwrap();
+    let uri = format!("s3://{b}/stores/big");
+    let local = env.dir.path().join("local-store");
+    let local = local.to_str().unwrap();
+    json(&env.run(&with_allow(&["import", "--from", input, "--output", &uri])));
+    json(&env.run(&["import", "--from", input, "--output", local]));
+    assert!(
+        admin(&["keys", &b]).contains("/objects.lance/"),
+        "the large cells were not stored as objects"
+    );
+
+    let sql = "SELECT source_path, step_id, length(observation_text) AS n, \
+               observation_text LIKE '%超时%' AS hit FROM steps ORDER BY n DESC, source_path, step_id LIMIT 5";
+    let out = same_stdout(&env, &uri, local, &["query", "DS", sql, "--format", "csv"]);
+    let text = String::from_utf8(out).unwrap();
+    let long = text
+        .lines()
+        .skip(1)
+        .filter(|l| l.split(',').nth(2).and_then(|n| n.parse::<usize>().ok()) > Some(65_536))
+        .count();
+    assert_eq!(long, 3, "{text}");
+    same_stdout(
+        &env,
+        &uri,
+        local,
+        &[
+            "export", "--from", "DS", "--format", "atif", "--output", "-",
+        ],
+    );
+}
+
 #[test]
 fn store_pins_follow_the_pointer() {
     need!("s3", crate::support::Need::S3);
