@@ -199,7 +199,7 @@ pub async fn scan(
 /// Read only `columns` of `ds`, in that order. Named by schema rather than
 /// by expression: Lance plans expressions with DataFusion, whose session
 /// (every SQL function registered) a plain column list does not need.
-fn project(
+pub(super) fn project(
     scanner: &mut lance::dataset::scanner::Scanner,
     ds: &Dataset,
     columns: &[&str],
@@ -214,7 +214,7 @@ fn project(
 /// long-text column) for the whole scan and in its cache afterwards: it
 /// speeds up reads of single rows, which scans never do. Without it a
 /// whole-store export peaks about 30 MiB lower (docs/benchmarks.md).
-fn sequential_reads() -> lance_file::reader::FileReaderOptions {
+pub(super) fn sequential_reads() -> lance_file::reader::FileReaderOptions {
     let mut options = lance_file::reader::FileReaderOptions::default();
     options.decoder_config.cache_repetition_index = false;
     options

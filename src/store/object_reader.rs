@@ -15,17 +15,21 @@ use futures::StreamExt as _;
 use lance::dataset::ProjectionRequest;
 use lance::Dataset;
 
-use super::lance_io::{lance_err, open_at};
+use super::lance_io::{lance_err, open_at, project, sequential_reads};
 use super::objects::load_objects;
 use super::StoreError;
 
-/// Objects fetched by one read: a cell is at least 64 KiB, so this bounds
-/// a take to a few MiB beyond the objects the batch needs anyway.
+/// Objects fetched by one take. It bounds how many objects a take reads
+/// at once, not their bytes: each is at least 64 KiB, and the batch being
+/// resolved holds all of them anyway once its descriptors are replaced.
 const OBJECTS_PER_TAKE: usize = 64;
 
 /// The objects table of one snapshot, open, with the row of every id.
 pub struct ObjectReader {
     ds: Dataset,
+    /// The columns a take reads: the id (checked against the payload's
+    /// hash) and the payload.
+    projection: ProjectionRequest,
     /// Row offset of each content id (the id's 32 hash bytes).
     rows: HashMap<[u8; 32], u64>,
 }
@@ -61,16 +65,25 @@ impl ObjectReader {
             crate::util::stats::Counter::FilesOpened,
             ds.fragments().len() as u64,
         );
+        // A table without these columns fails here, not in a take.
+        let projection = ProjectionRequest::from_schema(
+            ds.schema()
+                .project(&["content_id", "payload"])
+                .map_err(lance_err)?,
+        );
         let mut scanner = ds.scan();
         scanner.scan_in_order(true);
-        let schema = ds.schema().project(&["content_id"]).map_err(lance_err)?;
-        scanner.project_with_schema(&schema).map_err(lance_err)?;
+        scanner.with_file_reader_options(sequential_reads());
+        project(&mut scanner, &ds, &["content_id"])?;
         let mut stream = scanner.try_into_stream().await.map_err(lance_err)?;
         let mut rows = HashMap::new();
         let mut offset = 0u64;
         while let Some(b) = stream.next().await {
             let b = b.map_err(lance_err)?;
-            for id in b.column(0).as_string::<i32>() {
+            let ids = b.column(0).as_string_opt::<i32>().ok_or_else(|| {
+                StoreError::Corrupt("the objects table's ids are not text".into())
+            })?;
+            for id in ids {
                 let key = id.and_then(id_key).ok_or_else(|| {
                     StoreError::Corrupt("the objects table holds a malformed id".into())
                 })?;
@@ -78,7 +91,11 @@ impl ObjectReader {
                 offset += 1;
             }
         }
-        Ok(ObjectReader { ds, rows })
+        Ok(ObjectReader {
+            ds,
+            projection,
+            rows,
+        })
     }
 
     /// The text of each object in `ids`, verified against its hash.
@@ -94,15 +111,11 @@ impl ObjectReader {
         }
         // Storage order reads each page once.
         offsets.sort_unstable();
-        let projection = ProjectionRequest::from_columns(
-            ["content_id", "raw_length", "payload"],
-            self.ds.schema(),
-        );
         let mut out = HashMap::with_capacity(ids.len());
         for chunk in offsets.chunks(OBJECTS_PER_TAKE) {
             let batch = self
                 .ds
-                .take(chunk, projection.clone())
+                .take(chunk, self.projection.clone())
                 .await
                 .map_err(lance_err)?;
             out.extend(load_objects(&[batch])?);
@@ -180,5 +193,33 @@ mod tests {
         let absent = HashSet::from([blake3::hash(b"absent").to_hex().to_string()]);
         let err = runtime().block_on(reader.fetch(&absent)).unwrap_err();
         assert!(err.to_string().contains("is missing"), "{err}");
+    }
+
+    /// A table that is not an objects table is an error when opened, not a
+    /// panic in a take.
+    #[test]
+    fn a_table_without_payloads_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("objects.lance").display().to_string();
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "content_id",
+            DataType::Utf8,
+            false,
+        )]));
+        let id = blake3::hash(b"x").to_hex().to_string();
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(StringArray::from(vec![id.as_str()]))],
+        )
+        .unwrap();
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        tx.send(batch).unwrap();
+        drop(tx);
+        let version = runtime()
+            .block_on(create_table(&path, ChannelReader { schema, rx }))
+            .unwrap();
+        assert!(runtime()
+            .block_on(ObjectReader::open(&path, version))
+            .is_err());
     }
 }

@@ -111,8 +111,8 @@ fn large_cells_of_an_s3_store_read_like_local_ones() {
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     files.sort();
-    // Two large outputs in one file and one in another: two objects in a
-    // batch and objects in more than one batch of a scan.
+    // Two large outputs in one document and one in another file: one take
+    // resolves several objects, and they come from more than one file.
     for (file, steps) in [(&files[0], &[1, 3][..]), (&files[1], &[2][..])] {
         let mut doc: serde_json::Value =
             serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
