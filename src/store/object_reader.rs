@@ -5,7 +5,10 @@
 //! again each time (23 times for a `LIKE` over the tool output of the
 //! 1M-step benchmark store). The table is opened once per reader instead,
 //! its ids are read once into a map from id to row, and each batch takes
-//! only the rows it references.
+//! only the rows it references. A table with more objects than
+//! [`MAX_MAPPED_OBJECTS`] is not mapped, so that a reader's memory does not
+//! grow with the store: each batch's objects are found with a filter on the
+//! table opened once.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -24,20 +27,29 @@ use super::StoreError;
 /// resolved holds all of them anyway once its descriptors are replaced.
 const OBJECTS_PER_TAKE: usize = 64;
 
+/// Objects whose rows a reader keeps in memory: 41 bytes a slot in a table
+/// of at most 2^19 slots, about 21 MiB per reader, reached by a table of at
+/// least 16 GiB of large cells.
+pub const MAX_MAPPED_OBJECTS: usize = 1 << 18;
+
+/// Ids per filter of a table too large to map.
+const IDS_PER_FILTER: usize = 512;
+
 /// The objects table of one snapshot, open, with the row of every id.
 pub struct ObjectReader {
     ds: Dataset,
     /// The columns a take reads: the id (checked against the payload's
     /// hash) and the payload.
     projection: ProjectionRequest,
-    /// Row offset of each content id (the id's 32 hash bytes).
-    rows: HashMap<[u8; 32], u64>,
+    /// Row offset of each content id (the id's 32 hash bytes); `None` for a
+    /// table of more than [`MAX_MAPPED_OBJECTS`] objects.
+    rows: Option<HashMap<[u8; 32], u64>>,
 }
 
 impl std::fmt::Debug for ObjectReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ObjectReader")
-            .field("objects", &self.rows.len())
+            .field("mapped", &self.rows.as_ref().map(HashMap::len))
             .finish_non_exhaustive()
     }
 }
@@ -60,6 +72,16 @@ fn id_key(id: &str) -> Option<[u8; 32]> {
 impl ObjectReader {
     /// Open `path@version` and read its ids.
     pub async fn open(path: &str, version: u64) -> Result<Self, StoreError> {
+        Self::open_mapping(path, version, MAX_MAPPED_OBJECTS).await
+    }
+
+    /// Open `path@version`, mapping its ids when it has at most `max_mapped`
+    /// objects.
+    pub async fn open_mapping(
+        path: &str,
+        version: u64,
+        max_mapped: usize,
+    ) -> Result<Self, StoreError> {
         let ds = open_at(path, version).await?;
         crate::util::stats::add(
             crate::util::stats::Counter::FilesOpened,
@@ -71,12 +93,21 @@ impl ObjectReader {
                 .project(&["content_id", "payload"])
                 .map_err(lance_err)?,
         );
+        // Counted from the manifest, without reading the table.
+        let n = ds.count_rows(None).await.map_err(lance_err)?;
+        if n > max_mapped {
+            return Ok(ObjectReader {
+                ds,
+                projection,
+                rows: None,
+            });
+        }
         let mut scanner = ds.scan();
         scanner.scan_in_order(true);
         scanner.with_file_reader_options(sequential_reads());
         project(&mut scanner, &ds, &["content_id"])?;
         let mut stream = scanner.try_into_stream().await.map_err(lance_err)?;
-        let mut rows = HashMap::new();
+        let mut rows = HashMap::with_capacity(n);
         let mut offset = 0u64;
         while let Some(b) = stream.next().await {
             let b = b.map_err(lance_err)?;
@@ -94,7 +125,7 @@ impl ObjectReader {
         Ok(ObjectReader {
             ds,
             projection,
-            rows,
+            rows: Some(rows),
         })
     }
 
@@ -103,9 +134,12 @@ impl ObjectReader {
         &self,
         ids: &HashSet<String>,
     ) -> Result<HashMap<String, Arc<str>>, StoreError> {
+        let Some(rows) = &self.rows else {
+            return self.fetch_filtered(ids).await;
+        };
         let mut offsets = Vec::with_capacity(ids.len());
         for id in ids {
-            let row = id_key(id).and_then(|k| self.rows.get(&k));
+            let row = id_key(id).and_then(|k| rows.get(&k));
             offsets
                 .push(*row.ok_or_else(|| StoreError::Corrupt(format!("object {id} is missing")))?);
         }
@@ -119,6 +153,40 @@ impl ObjectReader {
                 .await
                 .map_err(lance_err)?;
             out.extend(load_objects(&[batch])?);
+        }
+        Ok(out)
+    }
+
+    /// The objects of `ids` found with a filter on the id: for a table too
+    /// large to map. An id the table lacks is left out; `resolve` reports
+    /// it.
+    async fn fetch_filtered(
+        &self,
+        ids: &HashSet<String>,
+    ) -> Result<HashMap<String, Arc<str>>, StoreError> {
+        let mut ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        ids.sort_unstable();
+        let mut out = HashMap::with_capacity(ids.len());
+        for chunk in ids.chunks(IDS_PER_FILTER) {
+            // Only well-formed hex ids are quoted into the filter.
+            let listed: Vec<String> = chunk
+                .iter()
+                .filter(|id| id_key(id).is_some())
+                .map(|id| format!("'{id}'"))
+                .collect();
+            if listed.is_empty() {
+                continue;
+            }
+            let mut scanner = self.ds.scan();
+            scanner.with_file_reader_options(sequential_reads());
+            project(&mut scanner, &self.ds, &["content_id", "payload"])?;
+            scanner
+                .filter(&format!("content_id IN ({})", listed.join(",")))
+                .map_err(lance_err)?;
+            let mut stream = scanner.try_into_stream().await.map_err(lance_err)?;
+            while let Some(b) = stream.next().await {
+                out.extend(load_objects(&[b.map_err(lance_err)?])?);
+            }
         }
         Ok(out)
     }
@@ -173,26 +241,32 @@ mod tests {
         let version = runtime()
             .block_on(create_table(&path, ChannelReader { schema, rx }))
             .unwrap();
-        let reader = runtime()
-            .block_on(ObjectReader::open(&path, version))
-            .unwrap();
-
         let ids = crate::store::objects::referenced_ids(std::slice::from_ref(&stored));
         assert_eq!(ids.len(), texts.len());
-        let fetched = runtime().block_on(reader.fetch(&ids)).unwrap();
-        let back = resolve(vec![stored], &fetched).unwrap();
-        let back = back[0]
-            .column(0)
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .unwrap();
-        let back: Vec<&str> = back.iter().flatten().collect();
         let want: Vec<&str> = texts.iter().rev().map(String::as_str).collect();
-        assert_eq!(back, want);
-
-        let absent = HashSet::from([blake3::hash(b"absent").to_hex().to_string()]);
-        let err = runtime().block_on(reader.fetch(&absent)).unwrap_err();
-        assert!(err.to_string().contains("is missing"), "{err}");
+        let absent_id = blake3::hash(b"absent").to_hex().to_string();
+        let absent = HashSet::from([absent_id.clone()]);
+        // Mapped, and too large to map (found by a filter).
+        for max_mapped in [MAX_MAPPED_OBJECTS, 0] {
+            let reader = runtime()
+                .block_on(ObjectReader::open_mapping(&path, version, max_mapped))
+                .unwrap();
+            assert_eq!(reader.rows.is_some(), max_mapped > 0);
+            let fetched = runtime().block_on(reader.fetch(&ids)).unwrap();
+            let back = resolve(vec![stored.clone()], &fetched).unwrap();
+            let back = back[0]
+                .column(0)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap();
+            let back: Vec<&str> = back.iter().flatten().collect();
+            assert_eq!(back, want, "max_mapped {max_mapped}");
+            // An id the table lacks is never resolved.
+            match runtime().block_on(reader.fetch(&absent)) {
+                Err(e) => assert!(e.to_string().contains("is missing"), "{e}"),
+                Ok(found) => assert!(!found.contains_key(&absent_id)),
+            }
+        }
     }
 
     /// A table that is not an objects table is an error when opened, not a
