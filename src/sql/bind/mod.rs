@@ -360,43 +360,29 @@ impl<'a> Binder<'a> {
     /// ORDER BY / LIMIT over an output scope (set operations, VALUES).
     fn finish_order_limit(
         &mut self,
-        mut plan: Plan,
+        plan: Plan,
         scope: Scope,
         order: &[&sql::OrderByExpr],
         limit: Option<usize>,
         offset: usize,
     ) -> Result<(Plan, Scope), SqlError> {
-        if !order.is_empty() {
-            let mut keys = Vec::new();
-            for o in order {
-                let expr = match &o.expr {
-                    sql::Expr::Value(v) if matches!(v.value, sql::Value::Number(..)) => {
-                        let n = literal_usize(&o.expr, "ORDER BY position")?;
-                        if n == 0 || n > scope.cols.len() {
-                            return Err(SqlError::plan(format!(
-                                "ORDER BY position {n} is not in the select list"
-                            )));
-                        }
-                        scope.column(n - 1)
+        let mut keys = Vec::new();
+        for o in order {
+            let expr = match &o.expr {
+                sql::Expr::Value(v) if matches!(v.value, sql::Value::Number(..)) => {
+                    let n = literal_usize(&o.expr, "ORDER BY position")?;
+                    if n == 0 || n > scope.cols.len() {
+                        return Err(SqlError::plan(format!(
+                            "ORDER BY position {n} is not in the select list"
+                        )));
                     }
-                    e => self.expr(e, &scope, &Replacements::default())?,
-                };
-                keys.push(sort_key(expr, &o.options));
-            }
-            plan = Plan::Sort {
-                input: Box::new(plan),
-                keys,
-                fetch: limit.map(|l| l + offset),
+                    scope.column(n - 1)
+                }
+                e => self.expr(e, &scope, &Replacements::default())?,
             };
+            keys.push(sort_key(expr, &o.options));
         }
-        if limit.is_some() || offset > 0 {
-            plan = Plan::Limit {
-                input: Box::new(plan),
-                limit,
-                offset,
-            };
-        }
-        Ok((plan, scope))
+        Ok((order_and_limit(plan, keys, limit, offset), scope))
     }
 
     fn set_expr(&mut self, s: &sql::SetExpr) -> Result<(Plan, Scope), SqlError> {
@@ -601,4 +587,25 @@ impl<'a> Binder<'a> {
             scope,
         ))
     }
+}
+
+/// `plan` sorted by `keys` (none: left in its order), then cut to `limit`
+/// rows after `offset`. The sort keeps only the rows the limit can reach.
+fn order_and_limit(plan: Plan, keys: Vec<SortKey>, limit: Option<usize>, offset: usize) -> Plan {
+    let mut plan = plan;
+    if !keys.is_empty() {
+        plan = Plan::Sort {
+            input: Box::new(plan),
+            keys,
+            fetch: limit.map(|l| l + offset),
+        };
+    }
+    if limit.is_some() || offset > 0 {
+        plan = Plan::Limit {
+            input: Box::new(plan),
+            limit,
+            offset,
+        };
+    }
+    plan
 }

@@ -3,8 +3,8 @@
 use super::{
     agg_func, agg_name, bool_type_check, canon, canon_fn, check_comma_joins, collect_aggs,
     collect_windows, contains_agg, func_args, ident_name, is_numeric, literal_usize, make_schema,
-    object_name, sort_key, sql, suggest, type_name, AggCall, AggFunc, Binder, DataType, Expr, Plan,
-    Replacements, Scalar, Scope, ScopeCol, SqlError, WinFunc, WindowCall,
+    object_name, order_and_limit, sort_key, sql, suggest, type_name, AggCall, AggFunc, Binder,
+    DataType, Expr, Plan, Replacements, Scalar, Scope, ScopeCol, SqlError, WinFunc, WindowCall,
 };
 
 impl Binder<'_> {
@@ -466,20 +466,7 @@ impl Binder<'_> {
                 input: Box::new(plan),
             };
         }
-        if !keys.is_empty() {
-            plan = Plan::Sort {
-                input: Box::new(plan),
-                keys,
-                fetch: limit.map(|l| l + offset),
-            };
-        }
-        if limit.is_some() || offset > 0 {
-            plan = Plan::Limit {
-                input: Box::new(plan),
-                limit,
-                offset,
-            };
-        }
+        plan = order_and_limit(plan, keys, limit, offset);
         let mut final_scope = proj_scope;
         if final_scope.cols.len() > visible {
             final_scope.cols.truncate(visible);
