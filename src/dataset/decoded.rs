@@ -4,32 +4,36 @@
 //!
 //! Entries are keyed by the file's pinned identity (path and snapshot
 //! reference), so a file that changed is never answered from memory, and
-//! bounded by an estimate of the memory they hold ([`decoded_bytes`]).
+//! bounded by the memory they hold. Documents are held packed (their steps
+//! as JSON, see [`PackedDocument`]): about a byte per byte of the file
+//! instead of the model's four.
 
 use std::sync::Arc;
 
 use crate::catalog::read::{read_file, ReadFailure, SourceRead};
 use crate::catalog::{Source, SourceKind};
 use crate::formats::atif::Projection;
+use super::packed::PackedDocument;
 use crate::formats::model::Storyline;
 use crate::formats::{DecodeOptions, SourceFormat};
 use crate::util::lru::ByteLru;
 
-/// Memory a file of `size` bytes takes once decoded, estimated. Measured on
-/// generated terminal-agent trajectories, the model holds about 4 bytes per
-/// byte of JSON: each JSON object (a step's metrics, a tool call's
-/// arguments, an observation and each of its results) is a map whose
-/// smallest node takes about 630 bytes however few keys it has.
+/// Memory a file of `size` bytes takes while it is decoded, estimated.
+/// Measured on generated terminal-agent trajectories, the model holds about
+/// 4 bytes per byte of JSON: each JSON object (a step's metrics, a tool
+/// call's arguments, an observation and each of its results) is a map whose
+/// smallest node takes about 630 bytes however few keys it has. A file is
+/// kept only if this much fits the cache, though once packed it holds less.
 pub fn decoded_bytes(size: u64) -> u64 {
     size.saturating_mul(5)
 }
 
-/// Every document of one file Source, decoded in full, with what the read
-/// reported.
+/// Every document of one file Source, decoded in full and packed, with
+/// what the read reported.
 #[derive(Debug)]
 pub struct DecodedSource {
     /// The documents, in reading order (position = storage ordinal).
-    pub docs: Vec<Storyline>,
+    pub docs: Vec<PackedDocument>,
     /// The outcome of the read (counts and diagnostics), replayed to every
     /// reader so a cached answer reports what a fresh read would.
     pub read: SourceRead,
@@ -67,16 +71,19 @@ impl DecodedSources {
             && decoded_bytes(src.size) <= self.cache.budget()
     }
 
-    /// The documents of `src`, decoded now or earlier. A read that fails is
-    /// not kept: the next one tries again.
+    /// The documents of `src`, decoded now or earlier. When decoded now,
+    /// each document is passed to `fresh` (if given) before it is packed,
+    /// and the answer says so (`true`). A read that fails is not kept: the
+    /// next one tries again.
     pub fn get_or_read(
         &self,
         src: &Source,
         opts: DecodeOptions,
-    ) -> Result<Arc<DecodedSource>, ReadFailure> {
+        mut fresh: Option<&mut dyn FnMut(&Storyline)>,
+    ) -> Result<(Arc<DecodedSource>, bool), ReadFailure> {
         let key = key(src);
         if let Some(hit) = self.cache.get(&key) {
-            return Ok(hit);
+            return Ok((hit, false));
         }
         let lock = {
             let mut g = self
@@ -91,14 +98,24 @@ impl DecodedSources {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             match self.cache.get(&key) {
                 // Decoded by the reader this one waited for.
-                Some(hit) => Ok(hit),
+                Some(hit) => Ok((hit, false)),
                 None => {
                     let mut docs = Vec::new();
-                    read_file(src, opts, &mut |d| docs.push(d)).map(|read| {
+                    read_file(src, opts, &mut |d| {
+                        if let Some(f) = fresh.as_mut() {
+                            f(&d);
+                        }
+                        docs.push(PackedDocument::pack(d));
+                    })
+                    .map(|read| {
+                        let held = docs.iter().map(PackedDocument::held_bytes).sum::<usize>();
                         let decoded = Arc::new(DecodedSource { docs, read });
-                        self.cache
-                            .put(key.clone(), Arc::clone(&decoded), decoded_bytes(src.size));
-                        decoded
+                        self.cache.put(
+                            key.clone(),
+                            Arc::clone(&decoded),
+                            u64::try_from(held).unwrap_or(u64::MAX),
+                        );
+                        (decoded, true)
                     })
                 }
             }
@@ -151,17 +168,19 @@ impl super::Mounts {
     ) -> Result<SourceRead, ReadFailure> {
         let held = self.decoded.as_ref().and_then(|c| {
             if c.applies(s, &opts) {
-                Some(c.get_or_read(s, opts))
+                Some(c.get_or_read(s, opts, Some(&mut *sink)))
             } else {
                 // A lighter projection reads a subset of what a full decode
                 // holds: answer it from memory when the file is there.
-                c.cached(s).map(Ok)
+                c.cached(s).map(|d| Ok((d, false)))
             }
         });
         match held {
             Some(d) => {
-                let d = d?;
-                d.docs.iter().for_each(sink);
+                let (d, sunk) = d?;
+                if !sunk {
+                    d.docs.iter().for_each(|p| sink(&p.unpack()));
+                }
                 Ok(d.read.clone())
             }
             None => crate::catalog::read::read_source(s, opts, sink),
@@ -174,6 +193,6 @@ impl super::Mounts {
     pub fn kept_file(&self, s: &Source) -> Option<Result<Arc<DecodedSource>, ReadFailure>> {
         let opts = DecodeOptions::full(self.max_document_bytes);
         let c = self.decoded.as_ref().filter(|c| c.applies(s, &opts))?;
-        Some(c.get_or_read(s, opts))
+        Some(c.get_or_read(s, opts, None).map(|(d, _)| d))
     }
 }

@@ -15,12 +15,14 @@ use arrow::record_batch::RecordBatch;
 
 mod decoded;
 mod events;
+mod packed;
 mod relations;
 mod scan;
 mod skeleton;
 mod store_scan;
 
 pub use decoded::{decoded_bytes, DecodedSource, DecodedSources};
+pub use packed::PackedDocument;
 pub use relations::{
     describe_batches, describe_relation, events_schema, explain_batches, sources_batch,
     sources_schema,

@@ -211,6 +211,7 @@ impl TableBuilder {
             doc,
             doc_ordinal,
             turn_ordinal: 0,
+            first_turn: 0,
             call_index: 0,
         };
         match self.table {
@@ -239,20 +240,48 @@ impl TableBuilder {
         doc_ordinal: usize,
         turns: std::ops::Range<usize>,
     ) {
+        let turns = turns.start.min(doc.turns.len())..turns.end.min(doc.turns.len());
+        self.push_steps(source_path, doc, doc_ordinal, 0, turns);
+    }
+
+    /// Rows of every step of `doc`, a page of a document whose steps
+    /// `first..` it holds (see [`crate::dataset::PackedDocument::page`]):
+    /// the rows [`TableBuilder::push_turns`] gives those steps of the whole
+    /// document.
+    pub fn push_page(
+        &mut self,
+        source_path: &str,
+        doc: &Storyline,
+        doc_ordinal: usize,
+        first: usize,
+    ) {
+        let turns = first..first + doc.turns.len();
+        self.push_steps(source_path, doc, doc_ordinal, first, turns);
+    }
+
+    fn push_steps(
+        &mut self,
+        source_path: &str,
+        doc: &Storyline,
+        doc_ordinal: usize,
+        first_turn: usize,
+        turns: std::ops::Range<usize>,
+    ) {
         let mut ctx = RowCtx {
             source_path,
             doc,
             doc_ordinal,
             turn_ordinal: 0,
+            first_turn,
             call_index: 0,
         };
-        let turns = turns.start.min(doc.turns.len())..turns.end.min(doc.turns.len());
         for i in turns {
             ctx.turn_ordinal = i;
             match self.table {
                 Table::Steps => self.push_row(&ctx),
                 Table::ToolCalls => {
-                    for c in 0..doc.turns[i].tool_calls.as_ref().map_or(0, Vec::len) {
+                    let calls = ctx.turn().tool_calls.as_ref().map_or(0, Vec::len);
+                    for c in 0..calls {
                         ctx.call_index = c;
                         self.push_row(&ctx);
                     }

@@ -17,12 +17,15 @@ pub struct RowCtx<'a> {
     pub(crate) doc: &'a Storyline,
     pub(crate) doc_ordinal: usize,
     pub(crate) turn_ordinal: usize,
+    /// Position in the whole document of `doc.turns[0]` (not 0 when `doc`
+    /// holds one page of its steps).
+    pub(crate) first_turn: usize,
     pub(crate) call_index: usize,
 }
 
 impl<'a> RowCtx<'a> {
     pub(crate) fn turn(&self) -> &'a Turn {
-        &self.doc.turns[self.turn_ordinal]
+        &self.doc.turns[self.turn_ordinal - self.first_turn]
     }
 
     pub(crate) fn call(&self) -> &'a ToolCall {

@@ -13,7 +13,7 @@ use super::lists::all_trajectories;
 use super::rows::row_json;
 use super::{bad, check_cb, not_found, param_usize, timeout_error, truncate_chars};
 use crate::catalog::Source;
-use crate::dataset::{DecodedSource, Mount};
+use crate::dataset::{DecodedSource, Mount, PackedDocument};
 use crate::error::Error;
 use crate::formats::model::Storyline;
 use crate::sql::SqlError;
@@ -46,9 +46,9 @@ enum Body {
         /// Rows of `calls` per step id.
         calls_by_step: HashMap<i64, Vec<usize>>,
     },
-    /// A file's trajectory: the decoded document (shared with the decoded
-    /// file cache), turned into rows a page at a time, so the file is
-    /// decoded once and held once.
+    /// A file's trajectory: the decoded document, packed (shared with the
+    /// decoded file cache), its steps turned into rows a page at a time, so
+    /// the file is decoded once and held once.
     Model {
         file: Arc<DecodedSource>,
         /// Its position in `file.docs`.
@@ -68,7 +68,7 @@ struct Page {
 }
 
 impl Doc {
-    fn model(&self) -> Option<&Storyline> {
+    fn packed(&self) -> Option<&PackedDocument> {
         match &self.body {
             Body::Model { file, index, .. } => file.docs.get(*index),
             Body::Rows { .. } => None,
@@ -78,14 +78,14 @@ impl Doc {
     fn step_count(&self) -> usize {
         match &self.body {
             Body::Rows { steps, .. } => steps.num_rows(),
-            Body::Model { .. } => self.model().map_or(0, |d| d.turns.len()),
+            Body::Model { .. } => self.packed().map_or(0, PackedDocument::step_count),
         }
     }
 
     fn tool_call_count(&self) -> usize {
         match &self.body {
             Body::Rows { calls, .. } => calls.num_rows(),
-            Body::Model { .. } => self.model().map_or(0, Storyline::tool_call_count),
+            Body::Model { .. } => self.packed().map_or(0, PackedDocument::tool_call_count),
         }
     }
 
@@ -122,9 +122,11 @@ impl Doc {
                 ordinal,
                 source,
             } => {
-                let Some(d) = file.docs.get(*index) else {
+                let Some(packed) = file.docs.get(*index) else {
                     return Err(Error::Internal("decoded document missing".into()));
                 };
+                // Only the page's steps are turned back into the model.
+                let d = packed.page(range.clone());
                 let step_idx = Table::Steps
                     .indexes_of(&STEP_COLUMNS)
                     .map_err(Error::Internal)?;
@@ -133,10 +135,11 @@ impl Doc {
                     .map_err(Error::Internal)?;
                 let mut steps = crate::table::TableBuilder::new(Table::Steps, Some(&step_idx));
                 let mut calls = crate::table::TableBuilder::new(Table::ToolCalls, Some(&call_idx));
-                steps.push_turns(source, d, *ordinal, range.clone());
-                calls.push_turns(source, d, *ordinal, range.clone());
+                steps.push_page(source, &d, *ordinal, range.start);
+                calls.push_page(source, &d, *ordinal, range.start);
                 let mut next = 0;
-                let calls_of = d.turns[range]
+                let calls_of = d
+                    .turns
                     .iter()
                     .map(|t| {
                         let n = t.tool_calls.as_ref().map_or(0, Vec::len);
@@ -385,32 +388,26 @@ fn read_body(
             return Err(not_found("trajectory"));
         }
         // The decoded-file cache holds the file; this entry charges its
-        // document's share, which it keeps alive if that cache lets go.
-        let share = crate::dataset::decoded_bytes(src.size) / file.docs.len().max(1) as u64;
+        // document, which it keeps alive if that cache lets go.
+        let share = file.docs[ordinal].held_bytes();
         let body = Body::Model {
             file,
             index: ordinal,
             ordinal,
             source: source.to_string(),
         };
-        return Ok((body, usize::try_from(share).unwrap_or(usize::MAX)));
+        return Ok((body, share));
     }
     // A small file, one too large to keep decoded, or an events store: read
     // it through and keep this document only.
     let mut found = None;
-    let mut count = 0u64;
     read_documents(ctx, cat, src, &mut |d, at| {
-        count += 1;
         if at == ordinal {
             found = Some(d.clone());
         }
     })?;
-    let d = found.ok_or_else(|| not_found("trajectory"))?;
-    let json = if src.kind == crate::catalog::SourceKind::Store {
-        serde_json::to_vec(&d).map_or(0, |b| b.len() as u64)
-    } else {
-        src.size / count.max(1)
-    };
+    let d = PackedDocument::pack(found.ok_or_else(|| not_found("trajectory"))?);
+    let bytes = d.held_bytes();
     let file = Arc::new(DecodedSource {
         docs: vec![d],
         read: crate::catalog::read::SourceRead::default(),
@@ -421,8 +418,7 @@ fn read_body(
         ordinal,
         source: source.to_string(),
     };
-    let bytes = crate::dataset::decoded_bytes(json);
-    Ok((body, usize::try_from(bytes).unwrap_or(usize::MAX)))
+    Ok((body, bytes))
 }
 
 fn read_failure(f: crate::catalog::read::ReadFailure) -> Error {
