@@ -640,13 +640,19 @@ pub fn main() -> ExitCode {
     run_with_args(std::env::args_os()).into()
 }
 
-/// Whether `args` run a command that streams a whole Dataset through
-/// memory (`import`, `export`): their peak memory is bounded by the largest
-/// document, not by their speed, so the allocator should hand back what
-/// they free promptly (see `main.rs`). Arguments that do not parse are not.
-pub fn streams_whole_dataset<I: IntoIterator<Item = OsString>>(args: I) -> bool {
-    Cli::try_parse_from(args)
-        .is_ok_and(|cli| matches!(cli.command, Command::Import(_) | Command::Export(_)))
+/// Whether `args` run a command whose memory should go back to the system
+/// as soon as it is freed (see `main.rs`): one that streams a whole
+/// Dataset through memory (`import`, `export`), whose peak is bounded by
+/// the largest document, not by its speed, or the long-lived server, which
+/// frees a large file's decoding once it is kept packed and then holds
+/// what it keeps for hours. Arguments that do not parse are not.
+pub fn returns_memory_early<I: IntoIterator<Item = OsString>>(args: I) -> bool {
+    Cli::try_parse_from(args).is_ok_and(|cli| {
+        matches!(
+            cli.command,
+            Command::Import(_) | Command::Export(_) | Command::Serve(_)
+        )
+    })
 }
 
 /// Parse `args` and run; returns the exit status. Errors are reported here.

@@ -10,12 +10,15 @@
 
 use std::sync::Arc;
 
+use arrow::record_batch::RecordBatch;
+
 use crate::catalog::read::{read_file, ReadFailure, SourceRead};
 use crate::catalog::{Source, SourceKind};
 use crate::formats::atif::Projection;
 use super::packed::PackedDocument;
 use crate::formats::model::Storyline;
 use crate::formats::{DecodeOptions, SourceFormat};
+use crate::table::{Table, TableBuilder};
 use crate::util::lru::ByteLru;
 
 /// Memory a file of `size` bytes takes while it is decoded, estimated.
@@ -37,6 +40,10 @@ pub struct DecodedSource {
     /// The outcome of the read (counts and diagnostics), replayed to every
     /// reader so a cached answer reports what a fresh read would.
     pub read: SourceRead,
+    /// Every column of the `trajectories` rows of `docs`, made while they
+    /// were whole, with the Source path they name: lists and the runs they
+    /// group into are answered without parsing any step again.
+    pub trajectories: Option<(String, RecordBatch)>,
 }
 
 /// A byte-bounded, least-recently-used cache of decoded file Sources.
@@ -101,15 +108,23 @@ impl DecodedSources {
                 Some(hit) => Ok((hit, false)),
                 None => {
                     let mut docs = Vec::new();
+                    let mut rows = TableBuilder::new(Table::Trajectories, None);
                     read_file(src, opts, &mut |d| {
                         if let Some(f) = fresh.as_mut() {
                             f(&d);
                         }
+                        rows.push_document(&src.source_path, &d, docs.len());
                         docs.push(PackedDocument::pack(d));
                     })
                     .map(|read| {
-                        let held = docs.iter().map(PackedDocument::held_bytes).sum::<usize>();
-                        let decoded = Arc::new(DecodedSource { docs, read });
+                        let rows = rows.finish();
+                        let held = docs.iter().map(PackedDocument::held_bytes).sum::<usize>()
+                            + rows.get_array_memory_size();
+                        let decoded = Arc::new(DecodedSource {
+                            docs,
+                            read,
+                            trajectories: Some((src.source_path.clone(), rows)),
+                        });
                         self.cache.put(
                             key.clone(),
                             Arc::clone(&decoded),
@@ -185,6 +200,30 @@ impl super::Mounts {
             }
             None => crate::catalog::read::read_source(s, opts, sink),
         }
+    }
+
+    /// Every column of the `trajectories` rows of the file Source `s`, with
+    /// what its read reported, when this reader keeps it decoded (read now
+    /// if `opts` asks for a full read and it is not yet held); `None` when
+    /// it does not.
+    pub fn kept_trajectories(
+        &self,
+        s: &Source,
+        opts: DecodeOptions,
+    ) -> Option<Result<(RecordBatch, SourceRead), ReadFailure>> {
+        let c = self.decoded.as_ref()?;
+        let held = if c.applies(s, &opts) {
+            match c.get_or_read(s, opts, None) {
+                Ok((d, _)) => d,
+                Err(f) => return Some(Err(f)),
+            }
+        } else {
+            c.cached(s)?
+        };
+        // Kept under another Source path (the same file mounted twice), the
+        // rows would name the other one.
+        let (path, rows) = held.trajectories.as_ref()?;
+        (*path == s.source_path).then(|| Ok((rows.clone(), held.read.clone())))
     }
 
     /// The documents of the file Source `s` when this reader keeps it

@@ -181,6 +181,22 @@ impl Mounts {
         opts: DecodeOptions,
         post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
     ) -> Result<Vec<RecordBatch>, SqlError> {
+        if scan.table == Table::Trajectories {
+            if let Some(kept) = self.kept_trajectories(s, opts) {
+                let (rows, read) = match kept {
+                    Ok(k) => k,
+                    Err(f) => return self.skip_or_fail(s, f).map(|()| Vec::new()),
+                };
+                self.report_degraded(s, &read)?;
+                let rows = rows
+                    .project(scan.columns)
+                    .map_err(|e| SqlError::Internal(e.to_string()))?;
+                return (0..rows.num_rows())
+                    .step_by(BATCH_ROWS)
+                    .map(|at| post(rows.slice(at, BATCH_ROWS.min(rows.num_rows() - at))))
+                    .collect();
+            }
+        }
         let mut builder = TableBuilder::new(scan.table, Some(scan.columns));
         if let Some(name) = scan.call_output {
             builder = builder.with_extra(name, crate::table::step_call_output);
@@ -205,20 +221,7 @@ impl Mounts {
             return Err(e);
         }
         match read {
-            Ok(r) => {
-                if let Some(d) = r.diagnostics.iter().find(|d| d.degrades()) {
-                    // Read, but not as given: strict refuses it.
-                    if self.strict {
-                        return Err(super::strict_refusal(
-                            s,
-                            "degraded",
-                            d.code,
-                            format!("{}: {}", d.pointer, d.message),
-                        ));
-                    }
-                    self.problem(s, d.code, false, format!("{}: {}", d.pointer, d.message));
-                }
-            }
+            Ok(r) => self.report_degraded(s, &r)?,
             Err(f) => return self.skip_or_fail(s, f).map(|()| Vec::new()),
         }
         if !builder.is_empty() {
@@ -229,6 +232,27 @@ impl Mounts {
 }
 
 impl Mounts {
+    /// A Source read, but not as given (a degraded diagnostic): refused in
+    /// strict mode, else reported.
+    fn report_degraded(
+        &self,
+        s: &Source,
+        read: &crate::catalog::read::SourceRead,
+    ) -> Result<(), SqlError> {
+        if let Some(d) = read.diagnostics.iter().find(|d| d.degrades()) {
+            if self.strict {
+                return Err(super::strict_refusal(
+                    s,
+                    "degraded",
+                    d.code,
+                    format!("{}: {}", d.pointer, d.message),
+                ));
+            }
+            self.problem(s, d.code, false, format!("{}: {}", d.pointer, d.message));
+        }
+        Ok(())
+    }
+
     /// The `runs` relation: `trajectories` rows of the Sources `only`
     /// accepts, grouped into Runs. Columns no requested run column needs
     /// and that would make the scan decode step payloads (tokens, cost,

@@ -411,6 +411,7 @@ fn read_body(
     let file = Arc::new(DecodedSource {
         docs: vec![d],
         read: crate::catalog::read::SourceRead::default(),
+        trajectories: None,
     });
     let body = Body::Model {
         file,
