@@ -15,7 +15,7 @@ use arrow::record_batch::RecordBatch;
 use crate::catalog::read::{read_file, ReadFailure, SourceRead};
 use crate::catalog::{Source, SourceKind};
 use crate::formats::atif::Projection;
-use super::packed::PackedDocument;
+use super::packed::KeptDocument;
 use crate::formats::model::Storyline;
 use crate::formats::{DecodeOptions, SourceFormat};
 use crate::table::{Table, TableBuilder};
@@ -31,12 +31,12 @@ pub fn decoded_bytes(size: u64) -> u64 {
     size.saturating_mul(5)
 }
 
-/// Every document of one file Source, decoded in full and packed, with
-/// what the read reported.
+/// Every document of one file Source, decoded in full (and packed soon
+/// after), with what the read reported.
 #[derive(Debug)]
 pub struct DecodedSource {
     /// The documents, in reading order (position = storage ordinal).
-    pub docs: Vec<PackedDocument>,
+    pub docs: Vec<KeptDocument>,
     /// The outcome of the read (counts and diagnostics), replayed to every
     /// reader so a cached answer reports what a fresh read would.
     pub read: SourceRead,
@@ -78,19 +78,17 @@ impl DecodedSources {
             && decoded_bytes(src.size) <= self.cache.budget()
     }
 
-    /// The documents of `src`, decoded now or earlier. When decoded now,
-    /// each document is passed to `fresh` (if given) before it is packed,
-    /// and the answer says so (`true`). A read that fails is not kept: the
-    /// next one tries again.
+    /// The documents of `src`, decoded now or earlier. Decoded now, they are
+    /// kept whole, and a thread of their own packs them meanwhile. A read
+    /// that fails is not kept: the next one tries again.
     pub fn get_or_read(
-        &self,
+        self: &Arc<Self>,
         src: &Source,
         opts: DecodeOptions,
-        mut fresh: Option<&mut dyn FnMut(&Storyline)>,
-    ) -> Result<(Arc<DecodedSource>, bool), ReadFailure> {
+    ) -> Result<Arc<DecodedSource>, ReadFailure> {
         let key = key(src);
         if let Some(hit) = self.cache.get(&key) {
-            return Ok((hit, false));
+            return Ok(hit);
         }
         let lock = {
             let mut g = self
@@ -105,34 +103,8 @@ impl DecodedSources {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             match self.cache.get(&key) {
                 // Decoded by the reader this one waited for.
-                Some(hit) => Ok((hit, false)),
-                None => {
-                    let mut docs = Vec::new();
-                    let mut rows = TableBuilder::new(Table::Trajectories, None);
-                    read_file(src, opts, &mut |d| {
-                        if let Some(f) = fresh.as_mut() {
-                            f(&d);
-                        }
-                        rows.push_document(&src.source_path, &d, docs.len());
-                        docs.push(PackedDocument::pack(d));
-                    })
-                    .map(|read| {
-                        let rows = rows.finish();
-                        let held = docs.iter().map(PackedDocument::held_bytes).sum::<usize>()
-                            + rows.get_array_memory_size();
-                        let decoded = Arc::new(DecodedSource {
-                            docs,
-                            read,
-                            trajectories: Some((src.source_path.clone(), rows)),
-                        });
-                        self.cache.put(
-                            key.clone(),
-                            Arc::clone(&decoded),
-                            u64::try_from(held).unwrap_or(u64::MAX),
-                        );
-                        (decoded, true)
-                    })
-                }
+                Some(hit) => Ok(hit),
+                None => self.read(src, opts, &key),
             }
         };
         let mut g = self
@@ -144,6 +116,50 @@ impl DecodedSources {
             g.remove(&key);
         }
         result
+    }
+
+    /// Decode `src`, keep it under `key`, and start packing it.
+    fn read(
+        self: &Arc<Self>,
+        src: &Source,
+        opts: DecodeOptions,
+        key: &str,
+    ) -> Result<Arc<DecodedSource>, ReadFailure> {
+        let mut docs = Vec::new();
+        let mut rows = TableBuilder::new(Table::Trajectories, None);
+        let read = read_file(src, opts, &mut |d| {
+            rows.push_document(&src.source_path, &d, docs.len());
+            docs.push(d);
+        })?;
+        let whole = decoded_bytes(src.size);
+        let share = usize::try_from(whole / docs.len().max(1) as u64).unwrap_or(usize::MAX);
+        let decoded = Arc::new(DecodedSource {
+            docs: docs
+                .into_iter()
+                .map(|d| KeptDocument::whole(d, share))
+                .collect(),
+            read,
+            trajectories: Some((src.source_path.clone(), rows.finish())),
+        });
+        self.cache.put(key.to_string(), Arc::clone(&decoded), whole);
+        let (cache, key, kept) = (Arc::clone(self), key.to_string(), Arc::clone(&decoded));
+        // The request that decoded the file answers from the whole documents
+        // meanwhile; if no thread can be had, they stay whole.
+        let _ = std::thread::Builder::new()
+            .name("pchronicle-pack".into())
+            .spawn(move || {
+                kept.docs.iter().for_each(|d| {
+                    d.pack();
+                });
+                let held = kept.docs.iter().map(KeptDocument::held_bytes).sum::<usize>()
+                    + kept.trajectories.as_ref().map_or(0, |(_, r)| r.get_array_memory_size());
+                cache.cache.recharge(
+                    &key,
+                    u64::try_from(held).unwrap_or(u64::MAX),
+                    |v| Arc::ptr_eq(v, &kept),
+                );
+            });
+        Ok(decoded)
     }
 
     /// The documents of `src` if they are held now.
@@ -183,19 +199,17 @@ impl super::Mounts {
     ) -> Result<SourceRead, ReadFailure> {
         let held = self.decoded.as_ref().and_then(|c| {
             if c.applies(s, &opts) {
-                Some(c.get_or_read(s, opts, Some(&mut *sink)))
+                Some(c.get_or_read(s, opts))
             } else {
                 // A lighter projection reads a subset of what a full decode
                 // holds: answer it from memory when the file is there.
-                c.cached(s).map(|d| Ok((d, false)))
+                c.cached(s).map(Ok)
             }
         });
         match held {
             Some(d) => {
-                let (d, sunk) = d?;
-                if !sunk {
-                    d.docs.iter().for_each(|p| sink(&p.unpack()));
-                }
+                let d = d?;
+                d.docs.iter().for_each(|k| k.with_whole(|d| sink(d)));
                 Ok(d.read.clone())
             }
             None => crate::catalog::read::read_source(s, opts, sink),
@@ -213,8 +227,8 @@ impl super::Mounts {
     ) -> Option<Result<(RecordBatch, SourceRead), ReadFailure>> {
         let c = self.decoded.as_ref()?;
         let held = if c.applies(s, &opts) {
-            match c.get_or_read(s, opts, None) {
-                Ok((d, _)) => d,
+            match c.get_or_read(s, opts) {
+                Ok(d) => d,
                 Err(f) => return Some(Err(f)),
             }
         } else {
@@ -232,6 +246,6 @@ impl super::Mounts {
     pub fn kept_file(&self, s: &Source) -> Option<Result<Arc<DecodedSource>, ReadFailure>> {
         let opts = DecodeOptions::full(self.max_document_bytes);
         let c = self.decoded.as_ref().filter(|c| c.applies(s, &opts))?;
-        Some(c.get_or_read(s, opts, None).map(|(d, _)| d))
+        Some(c.get_or_read(s, opts))
     }
 }

@@ -22,7 +22,7 @@ mod skeleton;
 mod store_scan;
 
 pub use decoded::{decoded_bytes, DecodedSource, DecodedSources};
-pub use packed::PackedDocument;
+pub use packed::{KeptDocument, PackedDocument};
 pub use relations::{
     describe_batches, describe_relation, events_schema, explain_batches, sources_batch,
     sources_schema,

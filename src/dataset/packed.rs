@@ -6,14 +6,17 @@
 //! four bytes per byte of its file. A reader that keeps a large file for
 //! later pages (the explorer) holds each step as the JSON of its model
 //! instead, about a byte per byte, and turns back into the model only the
-//! steps a page shows.
+//! steps a page shows. A [`KeptDocument`] starts whole, so the request that
+//! decoded it is not slowed, and is packed later, off that request's path.
+
+use std::sync::{PoisonError, RwLock};
 
 use rayon::prelude::*;
 
 use crate::formats::model::{Storyline, Turn};
 
-/// Steps serialized or parsed per task: enough to be worth a task, few
-/// enough that the 100,000 steps of one long trajectory spread over cores.
+/// Steps parsed per task: enough to be worth a task, few enough that the
+/// 100,000 steps of one long trajectory spread over cores.
 const STEPS_PER_TASK: usize = 2048;
 
 /// One document: everything but its steps as the model, its steps as JSON.
@@ -36,6 +39,12 @@ impl PackedDocument {
     /// Pack `doc`.
     pub fn pack(mut doc: Storyline) -> Self {
         let turns = std::mem::take(&mut doc.turns);
+        Self::of(doc, &turns)
+    }
+
+    /// The document `head` (whose steps are left out) with the steps
+    /// `turns`, packed.
+    fn of(head: Storyline, turns: &[Turn]) -> Self {
         let tool_calls = turns
             .iter()
             .map(|t| t.tool_calls.as_ref().map_or(0, Vec::len))
@@ -48,29 +57,16 @@ impl PackedDocument {
                 }
             }
         }
-        let chunks: Vec<(Vec<u8>, Vec<usize>)> = turns
-            .par_chunks(STEPS_PER_TASK)
-            .map(|chunk| {
-                let mut text = Vec::new();
-                let mut ends = Vec::with_capacity(chunk.len());
-                for t in chunk {
-                    serde_json::to_writer(&mut text, t)
-                        .expect("a step's model always serializes");
-                    ends.push(text.len());
-                }
-                (text, ends)
-            })
-            .collect();
-        let mut text = Vec::with_capacity(chunks.iter().map(|(t, _)| t.len()).sum());
+        // One thread: packing runs beside the requests a server answers.
+        let mut text = Vec::new();
         let mut ends = Vec::with_capacity(turns.len());
-        for (t, e) in chunks {
-            let base = text.len();
-            text.extend_from_slice(&t);
-            ends.extend(e.into_iter().map(|end| base + end));
+        for t in turns {
+            serde_json::to_writer(&mut text, t).expect("a step's model always serializes");
+            ends.push(text.len());
         }
-        drop(turns);
+        text.shrink_to_fit();
         PackedDocument {
-            head: doc,
+            head,
             text,
             ends,
             raw_args,
@@ -141,6 +137,136 @@ impl PackedDocument {
     }
 }
 
+/// A document a reader keeps: whole as decoded, then packed once
+/// [`KeptDocument::pack`] runs (which readers need not wait for).
+#[derive(Debug)]
+pub struct KeptDocument {
+    state: RwLock<Kept>,
+    /// What the whole document is estimated to hold.
+    whole_bytes: usize,
+}
+
+#[derive(Debug)]
+enum Kept {
+    Whole(Storyline),
+    Packed(PackedDocument),
+}
+
+impl KeptDocument {
+    /// `doc` as decoded, estimated to hold `whole_bytes`.
+    pub fn whole(doc: Storyline, whole_bytes: usize) -> Self {
+        KeptDocument {
+            state: RwLock::new(Kept::Whole(doc)),
+            whole_bytes,
+        }
+    }
+
+    /// `doc` packed now.
+    pub fn packed(doc: Storyline) -> Self {
+        KeptDocument {
+            state: RwLock::new(Kept::Packed(PackedDocument::pack(doc))),
+            whole_bytes: 0,
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Kept> {
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Kept> {
+        self.state.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Number of steps.
+    pub fn step_count(&self) -> usize {
+        match &*self.read() {
+            Kept::Whole(d) => d.turns.len(),
+            Kept::Packed(p) => p.step_count(),
+        }
+    }
+
+    /// Number of tool calls over all steps.
+    pub fn tool_call_count(&self) -> usize {
+        match &*self.read() {
+            Kept::Whole(d) => d.tool_call_count(),
+            Kept::Packed(p) => p.tool_call_count(),
+        }
+    }
+
+    /// Bytes held now, estimated.
+    pub fn held_bytes(&self) -> usize {
+        match &*self.read() {
+            Kept::Whole(_) => self.whole_bytes,
+            Kept::Packed(p) => p.held_bytes(),
+        }
+    }
+
+    /// `f` on a document holding at least the steps `range` (clamped to the
+    /// steps it has), the position in the whole document of its first step,
+    /// and the clamped range: the whole document while it is whole, else
+    /// only those steps, parsed now.
+    pub fn with_steps<R>(
+        &self,
+        range: std::ops::Range<usize>,
+        f: impl FnOnce(&Storyline, usize, std::ops::Range<usize>) -> R,
+    ) -> R {
+        let g = self.read();
+        match &*g {
+            Kept::Whole(d) => {
+                let end = range.end.min(d.turns.len());
+                f(d, 0, range.start.min(end)..end)
+            }
+            Kept::Packed(p) => {
+                let end = range.end.min(p.step_count());
+                let start = range.start.min(end);
+                let page = p.page(start..end);
+                drop(g);
+                f(&page, start, start..end)
+            }
+        }
+    }
+
+    /// `f` on the whole document (parsed again when packed).
+    pub fn with_whole<R>(&self, f: impl FnOnce(&Storyline) -> R) -> R {
+        let g = self.read();
+        match &*g {
+            Kept::Whole(d) => f(d),
+            Kept::Packed(p) => {
+                let d = p.unpack();
+                drop(g);
+                f(&d)
+            }
+        }
+    }
+
+    /// Pack the document if it is whole. Readers go on meanwhile: the steps
+    /// are serialized under a shared lock, and only the swap is exclusive.
+    /// Returns whether it packed.
+    pub fn pack(&self) -> bool {
+        let head = {
+            let mut g = self.write();
+            let Kept::Whole(d) = &mut *g else {
+                return false;
+            };
+            let turns = std::mem::take(&mut d.turns);
+            let head = d.clone();
+            d.turns = turns;
+            head
+        };
+        let packed = {
+            let g = self.read();
+            let Kept::Whole(d) = &*g else {
+                return false;
+            };
+            PackedDocument::of(head, &d.turns)
+        };
+        let whole = std::mem::replace(&mut *self.write(), Kept::Packed(packed));
+        // Freed here, by the packing thread, not under the lock.
+        drop(whole);
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,8 +276,10 @@ mod tests {
     /// `data/external` (terminal sessions, OpenAI messages with raw
     /// arguments) packs and unpacks to an equal document, and a page is
     /// the slice of its steps.
-    #[test]
-    fn documents_unpack_to_what_was_packed() {
+    /// Every document of the shipped example dataset and of the real runs
+    /// under `tests/fixtures` (terminal sessions, OpenAI messages with raw
+    /// arguments).
+    fn documents() -> Vec<Storyline> {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let mut docs = Vec::new();
         for dir in ["examples/dataset", "tests/fixtures"] {
@@ -159,7 +287,7 @@ mod tests {
                 let Ok(bytes) = std::fs::read(&path) else {
                     continue;
                 };
-                let mut ctx = crate::formats::DecodeCtx::new(&path.display().to_string());
+                let mut ctx = crate::formats::DecodeCtx::new(path.display().to_string());
                 // Files that are not trajectories (licence notes) decode to
                 // nothing.
                 let _ = crate::formats::decode_bytes(
@@ -170,6 +298,14 @@ mod tests {
                 );
             }
         }
+        docs
+    }
+
+    /// Every document packs and unpacks to an equal document, raw tool-call
+    /// arguments included, and a page is the slice of its steps.
+    #[test]
+    fn documents_unpack_to_what_was_packed() {
+        let docs = documents();
         assert!(docs.len() >= 20, "found {} documents", docs.len());
         let mut raw = 0;
         for d in docs {
@@ -200,6 +336,40 @@ mod tests {
             assert!(p.page(n..n + 5).turns.is_empty());
         }
         assert!(raw > 0, "no fixture has raw tool-call arguments");
+    }
+
+    /// The rows of a page are the same while a kept document is whole and
+    /// once it is packed, and so is the whole document.
+    #[test]
+    fn a_page_has_the_same_rows_whole_and_packed() {
+        use crate::table::{Table, TableBuilder};
+        let rows = |k: &KeptDocument, range: std::ops::Range<usize>| {
+            k.with_steps(range, |d, first, range| {
+                let mut steps = TableBuilder::new(Table::Steps, None);
+                let mut calls = TableBuilder::new(Table::ToolCalls, None);
+                steps.push_turns_from("f.json", d, 3, first, range.clone());
+                calls.push_turns_from("f.json", d, 3, first, range);
+                (steps.finish(), calls.finish())
+            })
+        };
+        let mut pages = 0;
+        for d in documents() {
+            let n = d.turns.len();
+            let k = KeptDocument::whole(d.clone(), 1);
+            let ranges = [0..n, n / 3..n / 2 + 1, n - n / 4..n + 7, n..n + 1];
+            let before: Vec<_> = ranges.iter().map(|r| rows(&k, r.clone())).collect();
+            assert_eq!((k.step_count(), k.held_bytes()), (n, 1));
+            assert!(k.pack());
+            assert!(!k.pack(), "packed once");
+            assert_eq!(k.step_count(), n);
+            assert_eq!(k.tool_call_count(), d.tool_call_count());
+            for (r, want) in ranges.iter().zip(&before) {
+                assert_eq!(&rows(&k, r.clone()), want, "{r:?} of {n}");
+                pages += usize::from(want.0.num_rows() > 0);
+            }
+            k.with_whole(|w| assert_eq!(w, &d));
+        }
+        assert!(pages > 40, "{pages}");
     }
 
     fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {

@@ -241,25 +241,15 @@ impl TableBuilder {
         turns: std::ops::Range<usize>,
     ) {
         let turns = turns.start.min(doc.turns.len())..turns.end.min(doc.turns.len());
-        self.push_steps(source_path, doc, doc_ordinal, 0, turns);
+        self.push_turns_from(source_path, doc, doc_ordinal, 0, turns);
     }
 
-    /// Rows of every step of `doc`, a page of a document whose steps
-    /// `first..` it holds (see [`crate::dataset::PackedDocument::page`]):
-    /// the rows [`TableBuilder::push_turns`] gives those steps of the whole
-    /// document.
-    pub fn push_page(
-        &mut self,
-        source_path: &str,
-        doc: &Storyline,
-        doc_ordinal: usize,
-        first: usize,
-    ) {
-        let turns = first..first + doc.turns.len();
-        self.push_steps(source_path, doc, doc_ordinal, first, turns);
-    }
-
-    fn push_steps(
+    /// Rows of the steps `turns` of a document of which `doc` holds the
+    /// steps from position `first_turn` on (a page of it, see
+    /// [`crate::dataset::KeptDocument::with_steps`]): the rows
+    /// [`TableBuilder::push_turns`] gives those steps of the whole
+    /// document. `turns` must lie within what `doc` holds.
+    pub fn push_turns_from(
         &mut self,
         source_path: &str,
         doc: &Storyline,

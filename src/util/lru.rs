@@ -54,6 +54,19 @@ impl<K: Eq + Hash + Clone, V: Clone> ByteLru<K, V> {
         })
     }
 
+    /// Charge `bytes` for the value under `k` if it is still held and
+    /// `same` accepts it (a value that shrank after it was put), evicting
+    /// as [`ByteLru::put`] does.
+    pub fn recharge(&self, k: &K, bytes: u64, same: impl Fn(&V) -> bool) {
+        let mut g = self.lock();
+        let Some(e) = g.map.get_mut(k).filter(|e| same(&e.0)) else {
+            return;
+        };
+        let old = std::mem::replace(&mut e.1, bytes);
+        g.bytes = g.bytes - old + bytes;
+        self.evict(&mut g);
+    }
+
     /// Insert, evicting the least recently used until the rest fits; a
     /// value costing more than the whole budget is not kept.
     pub fn put(&self, k: K, v: V, bytes: u64) {
@@ -67,6 +80,11 @@ impl<K: Eq + Hash + Clone, V: Clone> ByteLru<K, V> {
             g.bytes -= old.1;
         }
         g.bytes += bytes;
+        self.evict(&mut g);
+    }
+
+    /// Drop the least recently used until the rest fits the budget.
+    fn evict(&self, g: &mut Inner<K, V>) {
         while g.bytes > self.budget {
             let Some(oldest) = g
                 .map
@@ -116,5 +134,22 @@ mod tests {
         assert_eq!((c.get(&"a"), c.bytes()), (Some(5), 6));
         c.retain(|k| *k != "c");
         assert_eq!((c.get(&"c"), c.bytes()), (None, 2));
+    }
+
+    #[test]
+    fn a_recharged_value_costs_its_new_size_and_others_are_left_alone() {
+        let c: ByteLru<&str, u32> = ByteLru::new(10);
+        c.put("a", 1, 8);
+        c.recharge(&"a", 2, |v| *v == 1);
+        c.put("b", 2, 8);
+        assert_eq!((c.get(&"a"), c.bytes()), (Some(1), 10));
+        c.recharge(&"gone", 1, |_| true);
+        assert_eq!((c.get(&"gone"), c.bytes()), (None, 10));
+        // Another value under the key: not this one's size.
+        c.recharge(&"a", 1, |v| *v == 7);
+        assert_eq!(c.bytes(), 10);
+        // Grown past the budget: the least recently used (b) goes.
+        c.recharge(&"b", 9, |_| true);
+        assert_eq!((c.get(&"a"), c.get(&"b"), c.bytes()), (Some(1), None, 2));
     }
 }

@@ -13,7 +13,7 @@ use super::lists::all_trajectories;
 use super::rows::row_json;
 use super::{bad, check_cb, not_found, param_usize, timeout_error, truncate_chars};
 use crate::catalog::Source;
-use crate::dataset::{DecodedSource, Mount, PackedDocument};
+use crate::dataset::{DecodedSource, KeptDocument, Mount};
 use crate::error::Error;
 use crate::formats::model::Storyline;
 use crate::sql::SqlError;
@@ -68,7 +68,7 @@ struct Page {
 }
 
 impl Doc {
-    fn packed(&self) -> Option<&PackedDocument> {
+    fn kept(&self) -> Option<&KeptDocument> {
         match &self.body {
             Body::Model { file, index, .. } => file.docs.get(*index),
             Body::Rows { .. } => None,
@@ -78,14 +78,14 @@ impl Doc {
     fn step_count(&self) -> usize {
         match &self.body {
             Body::Rows { steps, .. } => steps.num_rows(),
-            Body::Model { .. } => self.packed().map_or(0, PackedDocument::step_count),
+            Body::Model { .. } => self.kept().map_or(0, KeptDocument::step_count),
         }
     }
 
     fn tool_call_count(&self) -> usize {
         match &self.body {
             Body::Rows { calls, .. } => calls.num_rows(),
-            Body::Model { .. } => self.packed().map_or(0, PackedDocument::tool_call_count),
+            Body::Model { .. } => self.kept().map_or(0, KeptDocument::tool_call_count),
         }
     }
 
@@ -122,11 +122,9 @@ impl Doc {
                 ordinal,
                 source,
             } => {
-                let Some(packed) = file.docs.get(*index) else {
+                let Some(kept) = file.docs.get(*index) else {
                     return Err(Error::Internal("decoded document missing".into()));
                 };
-                // Only the page's steps are turned back into the model.
-                let d = packed.page(range.clone());
                 let step_idx = Table::Steps
                     .indexes_of(&STEP_COLUMNS)
                     .map_err(Error::Internal)?;
@@ -135,18 +133,21 @@ impl Doc {
                     .map_err(Error::Internal)?;
                 let mut steps = crate::table::TableBuilder::new(Table::Steps, Some(&step_idx));
                 let mut calls = crate::table::TableBuilder::new(Table::ToolCalls, Some(&call_idx));
-                steps.push_page(source, &d, *ordinal, range.start);
-                calls.push_page(source, &d, *ordinal, range.start);
-                let mut next = 0;
-                let calls_of = d
-                    .turns
-                    .iter()
-                    .map(|t| {
-                        let n = t.tool_calls.as_ref().map_or(0, Vec::len);
-                        next += n;
-                        (next - n..next).collect()
-                    })
-                    .collect();
+                // Only the page's steps are turned back into the model, if
+                // the document is kept packed.
+                let calls_of = kept.with_steps(range, |d, first, range| {
+                    steps.push_turns_from(source, d, *ordinal, first, range.clone());
+                    calls.push_turns_from(source, d, *ordinal, first, range.clone());
+                    let mut next = 0;
+                    d.turns[range.start - first..range.end - first]
+                        .iter()
+                        .map(|t| {
+                            let n = t.tool_calls.as_ref().map_or(0, Vec::len);
+                            next += n;
+                            (next - n..next).collect()
+                        })
+                        .collect()
+                });
                 Ok(Page {
                     steps: steps.finish(),
                     calls: calls.finish(),
@@ -406,7 +407,7 @@ fn read_body(
             found = Some(d.clone());
         }
     })?;
-    let d = PackedDocument::pack(found.ok_or_else(|| not_found("trajectory"))?);
+    let d = KeptDocument::packed(found.ok_or_else(|| not_found("trajectory"))?);
     let bytes = d.held_bytes();
     let file = Arc::new(DecodedSource {
         docs: vec![d],
