@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Time to the first page of the 100,000-step ATIF file of benches/serve.sh on
 # a cold server, for one or more builds run alternately (so each sees the
-# same machine): the runs list, the first 100 steps, then the last 100.
-# Prints the median of RUNS cold starts per build, and the server's RSS.
+# same machine): the runs list, the first 100 steps, then the last 100; the
+# server's RSS then, and after two idle seconds; then every page of 500
+# steps, and the RSS after them. Prints the median of RUNS cold starts per
+# build.
 #
 #   bash benches/first_page.sh [RUNS] BIN [BIN...]
 source "$(dirname "$0")/common.sh"
@@ -13,7 +15,7 @@ BIG=$(corpus "atif-1x100000" --runs 1 --steps 100000 --seed 11)
 WORK=$(mktemp -d)
 trap 'kill $SERVER 2>/dev/null || true; rm -rf "$WORK"' EXIT
 printf '[[datasets]]\nname = "big"\nuri = "%s"\n' "$BIG" > "$WORK/warehouse.toml"
-cold() { # BIN -> "first_ms last_ms rss_mib"
+cold() { # BIN -> "first_ms last_ms rss_mib idle_rss_mib all_ms paged_rss_mib"
   "$1" serve --config "$WORK/warehouse.toml" --listen 127.0.0.1:0 -q 2> "$WORK/log" &
   SERVER=$!
   local url
@@ -25,17 +27,27 @@ cold() { # BIN -> "first_ms last_ms rss_mib"
   first=$(ms_since "$t0")
   t1=$(date +%s.%N)
   curl -sf "$url/api/v1/datasets/big/trajectories/$doc/steps?offset=$((total - 100))&limit=100" > /dev/null
-  echo "$first $(ms_since "$t1") $(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$SERVER/status")"
+  local last rss idle t2 all
+  last=$(ms_since "$t1")
+  rss=$(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$SERVER/status")
+  sleep 2
+  idle=$(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$SERVER/status")
+  t2=$(date +%s.%N)
+  for off in $(seq 0 500 "$total"); do
+    curl -sf "$url/api/v1/datasets/big/trajectories/$doc/steps?offset=$off&limit=500" > /dev/null
+  done
+  all=$(ms_since "$t2")
+  echo "$first $last $rss $idle $all $(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$SERVER/status")"
   kill "$SERVER"; wait "$SERVER" 2>/dev/null || true
 }
 for bin in "$@"; do : > "$WORK/$(echo "$bin" | md5sum | cut -c1-8)"; done
 for _ in $(seq "$RUNS"); do
   for bin in "$@"; do cold "$bin" >> "$WORK/$(echo "$bin" | md5sum | cut -c1-8)"; done
 done
-echo "| Build | first page | last page | RSS |"
-echo "|---|---:|---:|---:|"
+echo "| Build | first page | last page | RSS | RSS after 2 s idle | every page of 500 | RSS after them |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
 for bin in "$@"; do
   f="$WORK/$(echo "$bin" | md5sum | cut -c1-8)"
   med() { awk -v c="$1" '{print $c}' "$f" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-  echo "| \`$bin\` | $(med 1) ms | $(med 2) ms | $(med 3) MiB |"
+  echo "| \`$bin\` | $(med 1) ms | $(med 2) ms | $(med 3) MiB | $(med 4) MiB | $(med 5) ms | $(med 6) MiB |"
 done
