@@ -12,10 +12,10 @@ use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
 
+use super::packed::KeptDocument;
 use crate::catalog::read::{read_file, ReadFailure, SourceRead};
 use crate::catalog::{Source, SourceKind};
 use crate::formats::atif::Projection;
-use super::packed::KeptDocument;
 use crate::formats::model::Storyline;
 use crate::formats::{DecodeOptions, SourceFormat};
 use crate::table::{Table, TableBuilder};
@@ -151,13 +151,20 @@ impl DecodedSources {
                 kept.docs.iter().for_each(|d| {
                     d.pack();
                 });
-                let held = kept.docs.iter().map(KeptDocument::held_bytes).sum::<usize>()
-                    + kept.trajectories.as_ref().map_or(0, |(_, r)| r.get_array_memory_size());
-                cache.cache.recharge(
-                    &key,
-                    u64::try_from(held).unwrap_or(u64::MAX),
-                    |v| Arc::ptr_eq(v, &kept),
-                );
+                let held = kept
+                    .docs
+                    .iter()
+                    .map(KeptDocument::held_bytes)
+                    .sum::<usize>()
+                    + kept
+                        .trajectories
+                        .as_ref()
+                        .map_or(0, |(_, r)| r.get_array_memory_size());
+                cache
+                    .cache
+                    .recharge(&key, u64::try_from(held).unwrap_or(u64::MAX), |v| {
+                        Arc::ptr_eq(v, &kept)
+                    });
             });
         Ok(decoded)
     }

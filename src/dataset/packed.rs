@@ -89,7 +89,11 @@ impl PackedDocument {
     pub fn held_bytes(&self) -> usize {
         self.text.capacity()
             + self.ends.capacity() * std::mem::size_of::<usize>()
-            + self.raw_args.iter().map(|(_, _, s)| s.len() + 48).sum::<usize>()
+            + self
+                .raw_args
+                .iter()
+                .map(|(_, _, s)| s.len() + 48)
+                .sum::<usize>()
             + 4096
     }
 
@@ -119,12 +123,19 @@ impl PackedDocument {
                 .expect("a step packed from its model parses back")
         };
         let mut turns: Vec<Turn> = if end - start > STEPS_PER_TASK {
-            (start..end).into_par_iter().with_min_len(STEPS_PER_TASK).map(parse).collect()
+            (start..end)
+                .into_par_iter()
+                .with_min_len(STEPS_PER_TASK)
+                .map(parse)
+                .collect()
         } else {
             (start..end).map(parse).collect()
         };
         let first = self.raw_args.partition_point(|(i, _, _)| *i < start);
-        for (i, c, raw) in self.raw_args[first..].iter().take_while(|(i, _, _)| *i < end) {
+        for (i, c, raw) in self.raw_args[first..]
+            .iter()
+            .take_while(|(i, _, _)| *i < end)
+        {
             if let Some(call) = turns[i - start]
                 .tool_calls
                 .as_mut()
@@ -332,7 +343,13 @@ mod tests {
             let (a, b) = (n / 3, n - n / 4);
             let page = p.page(a..b);
             assert_eq!(page.turns, d.turns[a..b]);
-            assert_eq!(raws(&page), raws(&Storyline { turns: d.turns[a..b].to_vec(), ..d.clone() }));
+            assert_eq!(
+                raws(&page),
+                raws(&Storyline {
+                    turns: d.turns[a..b].to_vec(),
+                    ..d.clone()
+                })
+            );
             assert!(p.page(n..n + 5).turns.is_empty());
         }
         assert!(raw > 0, "no fixture has raw tool-call arguments");

@@ -309,6 +309,34 @@ fn a_store_counts_like_the_files_it_came_from() {
         assert_eq!(stored["totals"]["ready"], 1, "{name}");
         // One Source read: the store.
         assert_eq!(stored["stats"]["sources_read"], 1, "{name}");
+        // Rows counted with no column read (from the tables' metadata in a
+        // store) equal the rows the files give, and so do rows whose only
+        // column is the Source path.
+        let count = |path: &std::path::Path, sql: &str| -> String {
+            let o = env
+                .cmd()
+                .args(["query"])
+                .arg(path)
+                .args([sql, "--format", "csv", "-q"])
+                .output()
+                .unwrap();
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{sql}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            String::from_utf8(o.stdout).unwrap()
+        };
+        for sql in [
+            "SELECT count(*) FROM steps",
+            "SELECT count(*), count(*) + 1 FROM tool_calls",
+            "SELECT count(*) FROM trajectories",
+            "SELECT count(*) FROM (SELECT source_path FROM steps)",
+            "SELECT count(DISTINCT source_path) > 0, count(*) FROM steps",
+        ] {
+            assert_eq!(count(&store, sql), count(&input, sql), "{name}: {sql}");
+        }
         checked += 1;
     }
     assert!(checked >= 5, "only {checked} inputs imported");

@@ -91,7 +91,13 @@ fn a_large_file_is_decoded_once_until_it_changes() {
         assert_eq!(r.status, 200, "{}", r.text());
         let theirs = cli(
             t.path(),
-            &["query", "data", &sql.replace("big.", ""), "--format", "jsonl"],
+            &[
+                "query",
+                "data",
+                &sql.replace("big.", ""),
+                "--format",
+                "jsonl",
+            ],
         );
         assert_eq!(r.text(), theirs, "{sql}");
     }
