@@ -4,8 +4,9 @@
 //!
 //! Entries are keyed by the file's pinned identity (path and snapshot
 //! reference), so a file that changed is never answered from memory, and
-//! bounded by the memory they hold. Documents are held packed (their steps
-//! as JSON, see [`PackedDocument`]): about a byte per byte of the file
+//! bounded by the memory they hold. Documents are kept whole for the
+//! request that decoded them, then packed by a thread of their own (their
+//! steps as JSON, see [`super::packed`]): about a byte per byte of the file
 //! instead of the model's four.
 
 use std::sync::Arc;

@@ -46,9 +46,9 @@ enum Body {
         /// Rows of `calls` per step id.
         calls_by_step: HashMap<i64, Vec<usize>>,
     },
-    /// A file's trajectory: the decoded document, packed (shared with the
-    /// decoded file cache), its steps turned into rows a page at a time, so
-    /// the file is decoded once and held once.
+    /// A file's trajectory: the decoded document, whole or packed (shared
+    /// with the decoded file cache), its steps turned into rows a page at a
+    /// time, so the file is decoded once and held once.
     Model {
         file: Arc<DecodedSource>,
         /// Its position in `file.docs`.
