@@ -78,22 +78,24 @@ pub fn projection(src: &Source) -> Result<Option<Projection>, ReadFailure> {
     if std::fs::create_dir_all(&dir).is_err() {
         return Ok(None);
     }
-    let projected = project_events(src)?;
-    let manifest = Manifest {
-        layout: LAYOUT,
-        events,
-        version,
-        summary: projected.summary,
-        newest_ms: projected.newest_ms,
-    };
-    match build(&dir, &at, &src.source_path, projected.docs, &manifest) {
-        Ok(()) => {}
+    let manifest = match build(&dir, &at, src, &events, version) {
+        Ok(m) => m,
+        Err(Failed::Read(f)) => return Err(f),
         // The cache is a convenience: when it cannot be written, read
         // without it (the events are projected again, in memory).
-        Err(_) => return Ok(None),
-    }
+        Err(Failed::Write) => return Ok(None),
+    };
     prune(&dir, version);
     Ok(open(&at, src, &manifest.events, version))
+}
+
+/// Why a projection was not built.
+enum Failed {
+    /// The events could not be read or projected.
+    Read(ReadFailure),
+    /// The projection could not be written (the cache is a convenience:
+    /// why does not matter to the reader).
+    Write,
 }
 
 /// The projection at `at`, when it is whole and of this events version.
@@ -124,16 +126,17 @@ fn open(at: &Path, src: &Source, events: &str, version: u64) -> Option<Projectio
     })
 }
 
-/// Write the projection under a private name in `dir`, then rename it to
-/// `at`. Another process that built the same version first wins; ours is
-/// removed.
+/// Project the events of `src` (at `version`, stored at `events`) into a
+/// store under a private name in `dir`, each trajectory written as it is
+/// projected, then rename it to `at`. Another process that built the same
+/// version first wins; ours is removed.
 fn build(
     dir: &Path,
     at: &Path,
-    source_path: &str,
-    docs: Vec<crate::formats::model::Storyline>,
-    manifest: &Manifest,
-) -> Result<(), String> {
+    src: &Source,
+    events: &str,
+    version: u64,
+) -> Result<Manifest, Failed> {
     let tmp = dir.join(format!(
         ".build-{}-{}",
         std::process::id(),
@@ -141,31 +144,59 @@ fn build(
     ));
     // An interrupted command removes its unfinished build.
     crate::util::interrupt::remove_on_interrupt(&tmp);
-    let written = (|| -> Result<(), String> {
-        let mut w = StoreWriter::create(&tmp).map_err(|e| e.to_string())?;
-        for mut d in docs {
+    let written = (|| -> Result<Manifest, Failed> {
+        let write = |_: crate::store::StoreError| Failed::Write;
+        // The writer starts with the first trajectory, once the events are
+        // read: its tables wait on the runtime that reads them.
+        let mut w: Option<StoreWriter> = None;
+        let mut failed = None;
+        let projected = project_events(src, &mut |mut d| {
+            if failed.is_some() {
+                return;
+            }
             // A store keeps each document's origin; read in memory, the
             // captured sessions have the events store as theirs.
             if d.origin_path.is_none() {
-                d.origin_path = Some(source_path.to_string());
+                d.origin_path = Some(src.source_path.clone());
             }
-            w.push(d).map_err(|e| e.to_string())?;
+            let pushed = match &mut w {
+                Some(w) => w.push(d),
+                None => StoreWriter::create(&tmp).and_then(|new| w.insert(new).push(d)),
+            };
+            failed = pushed.err();
+        })
+        .map_err(Failed::Read)?;
+        if let Some(e) = failed {
+            return Err(write(e));
         }
-        w.finish().map_err(|e| e.to_string())?;
-        let bytes = serde_json::to_vec(manifest).map_err(|e| e.to_string())?;
-        crate::util::fs::write_atomic(&tmp.join(MANIFEST), &bytes).map_err(|e| e.to_string())
+        let w = match w {
+            Some(w) => w,
+            None => StoreWriter::create(&tmp).map_err(write)?,
+        };
+        w.finish().map_err(write)?;
+        let manifest = Manifest {
+            layout: LAYOUT,
+            events: events.to_string(),
+            version,
+            summary: projected.summary,
+            newest_ms: projected.newest_ms,
+        };
+        let bytes = serde_json::to_vec(&manifest).map_err(|_| Failed::Write)?;
+        crate::util::fs::write_atomic(&tmp.join(MANIFEST), &bytes).map_err(|_| Failed::Write)?;
+        Ok(manifest)
     })();
     crate::util::interrupt::settle(&tmp, || {
-        let published = written.and_then(|()| {
+        let published = written.and_then(|manifest| {
             if at.exists() {
                 // Built by another process meanwhile, or left unreadable:
                 // a whole one is kept, a broken one replaced.
                 if std::fs::read(at.join(MANIFEST)).is_ok() {
-                    return Ok(());
+                    return Ok(manifest);
                 }
-                std::fs::remove_dir_all(at).map_err(|e| e.to_string())?;
+                std::fs::remove_dir_all(at).map_err(|_| Failed::Write)?;
             }
-            std::fs::rename(&tmp, at).map_err(|e| e.to_string())
+            std::fs::rename(&tmp, at).map_err(|_| Failed::Write)?;
+            Ok(manifest)
         });
         let _ = std::fs::remove_dir_all(&tmp);
         published

@@ -686,9 +686,13 @@ pub fn events_envelopes(
 }
 
 /// The trajectories of an events store's captured sessions (see
-/// `formats::events`), with what the store holds. `newest_ms` is the time of
-/// the newest event, from which a reader works out the lag.
-pub(super) fn project_events(src: &Source) -> Result<ProjectedEvents, ReadFailure> {
+/// `formats::events`), each passed to `sink` as it is projected, and what
+/// the store holds. `newest_ms` is the time of the newest event, from which
+/// a reader works out the lag.
+pub(super) fn project_events(
+    src: &Source,
+    sink: &mut dyn FnMut(Storyline),
+) -> Result<ProjectedEvents, ReadFailure> {
     use crate::store::StoreError;
     use arrow::array::{Array, Int64Array, StringArray};
     let (path, version) = events_table(src)?;
@@ -745,10 +749,9 @@ pub(super) fn project_events(src: &Source) -> Result<ProjectedEvents, ReadFailur
         // `status` fills this in.
         wal_pending_events: None,
     };
-    let docs = formats::events::project(&events, &src.source_path)
+    formats::events::project_each(&events, &src.source_path, sink)
         .map_err(|e| corrupt(&format!("payload_json of seq {}: {}", e.seq, e.message)))?;
     Ok(ProjectedEvents {
-        docs,
         summary,
         newest_ms: newest,
     })
@@ -764,9 +767,8 @@ fn or_empty(a: &arrow::array::StringArray, r: usize) -> &str {
     }
 }
 
-/// What [`project_events`] makes of an events store.
+/// What [`project_events`] says of an events store.
 pub(super) struct ProjectedEvents {
-    pub(super) docs: Vec<Storyline>,
     pub(super) summary: EventsSummary,
     pub(super) newest_ms: Option<i64>,
 }
@@ -790,16 +792,15 @@ fn read_events(src: &Source, sink: &mut dyn FnMut(Storyline)) -> Result<SourceRe
         read.events = Some(with_lag(p.summary, p.newest_ms));
         return Ok(read);
     }
-    let p = project_events(src)?;
     let mut counts = SourceCounts::default();
     let mut runs: HashSet<String> = HashSet::new();
-    for d in p.docs {
+    let p = project_events(src, &mut |d| {
         counts.trajectories += 1;
         counts.steps += d.turns.len() as u64;
         counts.tool_calls += d.tool_call_count() as u64;
         runs.insert(d.run_id().to_string());
         sink(d);
-    }
+    })?;
     counts.runs = runs.len() as u64;
     Ok(SourceRead {
         counts,

@@ -78,11 +78,31 @@ fn parse(e: &StoredEvent<'_>) -> Result<Value, BadRecord> {
 /// parsed records of a session never pile up.
 const PARSE_CHUNK: usize = 256;
 
+/// Sessions are projected a group at a time, in parallel within a group,
+/// and handed on before the next group starts: a group holds the
+/// trajectories of about this many events.
+const EVENTS_PER_GROUP: usize = 8192;
+
 /// Project deduplicated events onto one Storyline per session, sessions in
-/// order of their first event. Sessions are projected in parallel, and a
-/// session's records are parsed a chunk of calls at a time, so memory holds
-/// the record texts and the trajectories, not every parsed record.
+/// order of their first event (see [`project_each`]).
 pub fn project(events: &[StoredEvent<'_>], source_path: &str) -> Result<Vec<Storyline>, BadRecord> {
+    let mut out = Vec::new();
+    project_each(events, source_path, &mut |d| out.push(d))?;
+    Ok(out)
+}
+
+/// Project deduplicated events onto one Storyline per session and pass
+/// each to `sink`, sessions in order of their first event. Sessions are
+/// projected in parallel a group at a time, and a session's records are
+/// parsed a chunk of calls at a time, so memory holds the record texts and
+/// one group's trajectories, not every parsed record or every trajectory.
+/// On a record that is not JSON, the sessions before its group have been
+/// passed on.
+pub fn project_each(
+    events: &[StoredEvent<'_>],
+    source_path: &str,
+    sink: &mut dyn FnMut(Storyline),
+) -> Result<(), BadRecord> {
     use rayon::prelude::*;
     let mut order: Vec<&str> = Vec::new();
     let mut sessions: HashMap<&str, Vec<&StoredEvent<'_>>> = HashMap::new();
@@ -103,14 +123,32 @@ pub fn project(events: &[StoredEvent<'_>], source_path: &str) -> Result<Vec<Stor
             (sid, evs)
         })
         .collect();
-    groups
-        .into_par_iter()
-        .map(|(sid, evs)| {
-            // Diagnostics of a projection are not reported: each session
-            // gets its own context.
-            project_session(sid, &evs, &mut DecodeCtx::new(source_path))
-        })
-        .collect()
+    let mut rest = groups.as_slice();
+    while !rest.is_empty() {
+        let mut events = 0;
+        let take = rest
+            .iter()
+            .take_while(|(_, evs)| {
+                let more = events < EVENTS_PER_GROUP;
+                events += evs.len();
+                more
+            })
+            .count();
+        let (now, later) = rest.split_at(take);
+        rest = later;
+        let docs: Vec<Result<Storyline, BadRecord>> = now
+            .par_iter()
+            .map(|(sid, evs)| {
+                // Diagnostics of a projection are not reported: each
+                // session gets its own context.
+                project_session(sid, evs, &mut DecodeCtx::new(source_path))
+            })
+            .collect();
+        for d in docs {
+            sink(d?);
+        }
+    }
+    Ok(())
 }
 
 /// [`project`] over parsed records (each with its duplicate count), keyed
@@ -425,5 +463,73 @@ mod tests {
             crate::formats::text::observation_text(obs).as_deref(),
             Some("saved\tscreen.png\n[image: image/png]")
         );
+    }
+
+    /// Sessions of more events than one group holds come out whole, in the
+    /// order of their first event, as a sink receives them one at a time;
+    /// a record that is not JSON stops the projection after the groups
+    /// before its own.
+    #[test]
+    fn sessions_come_out_in_order_a_group_at_a_time() {
+        let sessions = 40usize;
+        let calls = EVENTS_PER_GROUP / 20;
+        let mut records = Vec::new();
+        let mut seq = 0;
+        // Interleaved sessions: session i starts after session i - 1.
+        for c in 0..calls {
+            for i in 0..sessions.min(c + 1) {
+                for kind in ["http.request", "http.response"] {
+                    seq += 1;
+                    let body = if kind == "http.request" {
+                        json!({"http": {"request_body": {"model": "m",
+                            "messages": [{"role": "user", "content": format!("q{c}")}]}},
+                            "protocol": "chat.completions"})
+                    } else {
+                        json!({"http": {"status": 200, "response_body": {"choices":
+                            [{"message": {"role": "assistant", "content": format!("a{c}")}}]}}})
+                    };
+                    let session = format!("s{i:02}");
+                    let call = format!("{session}-{c}");
+                    records.push((
+                        seq,
+                        session,
+                        call,
+                        kind,
+                        json!({"seq": seq, "timestamp_unix_ms": seq, "payload": body}).to_string(),
+                    ));
+                }
+            }
+        }
+        assert!(records.len() > 2 * EVENTS_PER_GROUP, "{}", records.len());
+        fn stored<'a>(
+            rs: &'a [(i64, String, String, &'static str, String)],
+        ) -> Vec<StoredEvent<'a>> {
+            rs.iter()
+                .map(|(seq, s, c, k, r)| StoredEvent {
+                    seq: *seq,
+                    session_id: s,
+                    call_id: c,
+                    kind: k,
+                    duplicates: 0,
+                    record: r,
+                })
+                .collect()
+        }
+        let mut seen = Vec::new();
+        project_each(&stored(&records), "events.lance", &mut |d| {
+            seen.push((d.session.clone(), d.turns.len()));
+        })
+        .unwrap();
+        let want: Vec<(String, usize)> = (0..sessions)
+            .map(|i| (format!("s{i:02}"), 2 * (calls - i)))
+            .collect();
+        assert_eq!(seen, want);
+        // A broken record in the last session: the earlier groups are out.
+        let last = records.iter().rposition(|r| r.1 == "s39").unwrap();
+        records[last].4 = "{not json".into();
+        let mut out = 0;
+        let err = project_each(&stored(&records), "events.lance", &mut |_| out += 1).unwrap_err();
+        assert_eq!(err.seq, records[last].0);
+        assert!(out > 0 && out < sessions, "{out}");
     }
 }
