@@ -80,7 +80,7 @@ const PARSE_CHUNK: usize = 256;
 
 /// Sessions are projected a group at a time, in parallel within a group,
 /// and handed on before the next group starts: a group holds the
-/// trajectories of about this many events.
+/// trajectories of about this many events (or of one session a thread).
 const EVENTS_PER_GROUP: usize = 8192;
 
 /// Project deduplicated events onto one Storyline per session, sessions in
@@ -123,13 +123,17 @@ pub fn project_each(
             (sid, evs)
         })
         .collect();
+    // A group has a session for every thread at least, so that a few long
+    // sessions are still projected side by side.
+    let threads = rayon::current_num_threads();
     let mut rest = groups.as_slice();
     while !rest.is_empty() {
         let mut events = 0;
         let take = rest
             .iter()
-            .take_while(|(_, evs)| {
-                let more = events < EVENTS_PER_GROUP;
+            .enumerate()
+            .take_while(|(i, (_, evs))| {
+                let more = events < EVENTS_PER_GROUP || *i < threads;
                 events += evs.len();
                 more
             })
