@@ -76,6 +76,12 @@ wait_line() {
 }
 
 # ms_since T0 : milliseconds since T0 (from `date +%s.%N`).
+# The file in DIR collecting one line per run of the build BIN.
+runs_of() { echo "$1/$(echo "$2" | md5sum | cut -c1-8)"; }
+
+# The median of column COL over the lines of FILE.
+median_of() { awk -v c="$2" '{print $c}' "$1" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
 ms_since() { echo "$(date +%s.%N) $1" | awk '{printf "%.0f", ($1-$2)*1000}'; }
 
 # versus_duckdb OUT NAME TARGET OURS THEIRS WARMUP RUNS UNIT : one Markdown

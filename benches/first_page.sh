@@ -40,14 +40,14 @@ cold() { # BIN -> "first_ms last_ms rss_mib idle_rss_mib all_ms paged_rss_mib"
   echo "$first $last $rss $idle $all $(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$SERVER/status")"
   kill "$SERVER"; wait "$SERVER" 2>/dev/null || true
 }
-for bin in "$@"; do : > "$WORK/$(echo "$bin" | md5sum | cut -c1-8)"; done
+for bin in "$@"; do : > "$(runs_of "$WORK" "$bin")"; done
 for _ in $(seq "$RUNS"); do
-  for bin in "$@"; do cold "$bin" >> "$WORK/$(echo "$bin" | md5sum | cut -c1-8)"; done
+  for bin in "$@"; do cold "$bin" >> "$(runs_of "$WORK" "$bin")"; done
 done
 echo "| Build | first page | last page | RSS | RSS after 2 s idle | every page of 500 | RSS after them |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
 for bin in "$@"; do
-  f="$WORK/$(echo "$bin" | md5sum | cut -c1-8)"
-  med() { awk -v c="$1" '{print $c}' "$f" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+  f=$(runs_of "$WORK" "$bin")
+  med() { median_of "$f" "$1"; }
   echo "| \`$bin\` | $(med 1) ms | $(med 2) ms | $(med 3) MiB | $(med 4) MiB | $(med 5) ms | $(med 6) MiB |"
 done

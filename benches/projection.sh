@@ -57,20 +57,20 @@ table = pa.Table.from_pydict(rows, schema=schema)
 lance.write_dataset(table, path, max_rows_per_file=1 << 20)
 print(f"{table.num_rows} events, {sessions} sessions", file=sys.stderr)
 PY
-for bin in "$@"; do : > "$WORK/$(echo "$bin" | md5sum | cut -c1-8)"; done
+for bin in "$@"; do : > "$(runs_of "$WORK" "$bin")"; done
 for _ in $(seq "$RUNS"); do
   for bin in "$@"; do
     cache=$(mktemp -d)
     PCHRONICLE_CACHE_DIR="$cache" /usr/bin/time -f "%e %M" -o "$WORK/t" \
       "$bin" query "$WORK/ds" "SELECT count(*) FROM dataset.steps" -q > /dev/null
-    cat "$WORK/t" >> "$WORK/$(echo "$bin" | md5sum | cut -c1-8)"
+    cat "$WORK/t" >> "$(runs_of "$WORK" "$bin")"
     rm -rf "$cache"
   done
 done
 echo "| Build | first read | peak RSS |"
 echo "|---|---:|---:|"
 for bin in "$@"; do
-  f="$WORK/$(echo "$bin" | md5sum | cut -c1-8)"
-  med() { awk -v c="$1" '{print $c}' "$f" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+  f=$(runs_of "$WORK" "$bin")
+  med() { median_of "$f" "$1"; }
   echo "| \`$bin\` | $(med 1) s | $(( $(med 2) / 1024 )) MiB |"
 done
