@@ -513,32 +513,36 @@ impl Grouper {
     fn group_text(&mut self, a: &arrow::array::StringArray) {
         let index = self.text_index.as_mut().expect("text keys");
         // Keys come in runs (the steps of one document): a value equal to
-        // the one before it is in that one's group, without a lookup.
+        // the last one seen is in that one's group, without a lookup. NULLs
+        // do not end a run, since nullable keys such as a step's model
+        // alternate with NULL (a user step between two agent steps).
         let mut last: Option<(&str, usize)> = None;
         for i in 0..a.len() {
+            if a.is_null(i) {
+                let g = *self.null_group.get_or_insert_with(|| {
+                    self.n_groups += 1;
+                    self.n_groups - 1
+                });
+                self.gids.push(g);
+                continue;
+            }
+            let v = a.value(i);
             if let Some((l, g)) = last {
-                if !a.is_null(i) && a.value(i) == l {
+                if v == l {
                     self.gids.push(g);
                     continue;
                 }
             }
-            let known = if a.is_null(i) {
-                self.null_group
+            let id = if let Some(&g) = index.get(v) {
+                g
             } else {
-                index.get(a.value(i)).copied()
-            };
-            let id = known.unwrap_or_else(|| {
                 let g = self.n_groups;
                 self.n_groups += 1;
-                if a.is_null(i) {
-                    self.null_group = Some(g);
-                } else {
-                    index.insert(a.value(i).into(), g);
-                    self.key_bytes += a.value(i).len();
-                }
+                index.insert(v.into(), g);
+                self.key_bytes += v.len();
                 g
-            });
-            last = (!a.is_null(i)).then(|| (a.value(i), id));
+            };
+            last = Some((v, id));
             self.gids.push(id);
         }
     }
@@ -620,19 +624,39 @@ fn first_seen(
     arg: &ArrayRef,
     conv: &RowConverter,
 ) -> Result<Vec<usize>, SqlError> {
-    let rows = conv.convert_columns(std::slice::from_ref(arg))?;
     let mut key: Vec<u8> = Vec::new();
     let mut fresh = Vec::new();
-    for (i, &g) in gids.iter().enumerate() {
-        if arg.is_null(i) {
-            continue;
-        }
+    let mut note = |i: usize, g: usize, value: &[u8]| {
         key.clear();
         key.extend_from_slice(&(g as u64).to_le_bytes());
-        key.extend_from_slice(rows.row(i).as_ref());
+        key.extend_from_slice(value);
         if !seen.contains(key.as_slice()) {
             seen.insert(key.as_slice().into());
             fresh.push(i);
+        }
+    };
+    // Text is its own key (an aggregate's argument has one type, so its
+    // keys never mix with row-encoded ones), and a value repeating the row
+    // before it in the same group was noted there: DISTINCT over session
+    // ids, which come in runs, looks up each run once.
+    if let Some(text) = arg.as_string_opt::<i32>() {
+        let mut last: Option<(usize, &str)> = None;
+        for (i, &g) in gids.iter().enumerate() {
+            if text.is_null(i) {
+                continue;
+            }
+            let v = text.value(i);
+            if last != Some((g, v)) {
+                last = Some((g, v));
+                note(i, g, v.as_bytes());
+            }
+        }
+        return Ok(fresh);
+    }
+    let rows = conv.convert_columns(std::slice::from_ref(arg))?;
+    for (i, &g) in gids.iter().enumerate() {
+        if !arg.is_null(i) {
+            note(i, g, rows.row(i).as_ref());
         }
     }
     Ok(fresh)
