@@ -79,6 +79,18 @@ wait_line() {
 # The file in DIR collecting one line per run of the build BIN.
 runs_of() { echo "$1/$(echo "$2" | md5sum | cut -c1-8)"; }
 
+# alternate RUNS WORK FN BIN... : RUNS rounds, each calling `FN BIN` for every
+# build in turn (so a slow minute of the machine falls on all of them), each
+# line FN prints appended to that build's run file (`runs_of WORK BIN`).
+alternate() {
+  local runs=$1 work=$2 fn=$3 bin
+  shift 3
+  for bin in "$@"; do : > "$(runs_of "$work" "$bin")"; done
+  for _ in $(seq "$runs"); do
+    for bin in "$@"; do "$fn" "$bin" >> "$(runs_of "$work" "$bin")"; done
+  done
+}
+
 # The median of column COL over the lines of FILE.
 median_of() { awk -v c="$2" '{print $c}' "$1" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 

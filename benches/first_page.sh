@@ -40,10 +40,7 @@ cold() { # BIN -> "first_ms last_ms rss_mib idle_rss_mib all_ms paged_rss_mib"
   echo "$first $last $rss $idle $all $(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$SERVER/status")"
   kill "$SERVER"; wait "$SERVER" 2>/dev/null || true
 }
-for bin in "$@"; do : > "$(runs_of "$WORK" "$bin")"; done
-for _ in $(seq "$RUNS"); do
-  for bin in "$@"; do cold "$bin" >> "$(runs_of "$WORK" "$bin")"; done
-done
+alternate "$RUNS" "$WORK" cold "$@"
 echo "| Build | first page | last page | RSS | RSS after 2 s idle | every page of 500 | RSS after them |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
 for bin in "$@"; do

@@ -57,16 +57,16 @@ table = pa.Table.from_pydict(rows, schema=schema)
 lance.write_dataset(table, path, max_rows_per_file=1 << 20)
 print(f"{table.num_rows} events, {sessions} sessions", file=sys.stderr)
 PY
-for bin in "$@"; do : > "$(runs_of "$WORK" "$bin")"; done
-for _ in $(seq "$RUNS"); do
-  for bin in "$@"; do
-    cache=$(mktemp -d)
-    PCHRONICLE_CACHE_DIR="$cache" /usr/bin/time -f "%e %M" -o "$WORK/t" \
-      "$bin" query "$WORK/ds" "SELECT count(*) FROM dataset.steps" -q > /dev/null
-    cat "$WORK/t" >> "$(runs_of "$WORK" "$bin")"
-    rm -rf "$cache"
-  done
-done
+# One first read with an empty cache: seconds and peak RSS (KiB).
+first_read() {
+  local cache
+  cache=$(mktemp -d)
+  PCHRONICLE_CACHE_DIR="$cache" /usr/bin/time -f "%e %M" -o "$WORK/t" \
+    "$1" query "$WORK/ds" "SELECT count(*) FROM dataset.steps" -q > /dev/null
+  cat "$WORK/t"
+  rm -rf "$cache"
+}
+alternate "$RUNS" "$WORK" first_read "$@"
 echo "| Build | first read | peak RSS |"
 echo "|---|---:|---:|"
 for bin in "$@"; do

@@ -313,19 +313,8 @@ fn a_store_counts_like_the_files_it_came_from() {
         // store) equal the rows the files give, and so do rows whose only
         // column is the Source path.
         let count = |path: &std::path::Path, sql: &str| -> String {
-            let o = env
-                .cmd()
-                .args(["query"])
-                .arg(path)
-                .args([sql, "--format", "csv", "-q"])
-                .output()
-                .unwrap();
-            assert_eq!(
-                o.status.code(),
-                Some(0),
-                "{sql}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
+            let path = path.to_str().unwrap();
+            let o = env.succeed(&["query", path, sql, "--format", "csv", "-q"]);
             String::from_utf8(o.stdout).unwrap()
         };
         for sql in [
