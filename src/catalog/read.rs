@@ -696,32 +696,32 @@ pub(super) fn project_events(
     use crate::store::StoreError;
     use arrow::array::{Array, Int64Array, StringArray};
     let (path, version) = events_table(src)?;
-    let read = crate::store::events::read_deduped(
-        &path,
-        version,
-        &["session_id", "call_id", "kind", "payload_json"],
-    )
-    .map_err(|e| store_failure(src, &e))?;
+    let read =
+        crate::store::events::read_deduped(&path, version, &["session_id", "call_id", "kind"])
+            .map_err(|e| store_failure(src, &e))?;
     let corrupt = |what: &str| store_failure(src, &StoreError::Corrupt(format!("events: {what}")));
-    // Per batch: seq, timestamp, session_id, call_id, kind, payload_json.
+    // Per batch: its first row's offset, seq, timestamp, session_id,
+    // call_id, kind.
     let mut columns = Vec::with_capacity(read.batches.len());
+    let mut offset = 0u64;
     for b in &read.batches {
         let int = |i: usize| b.column(i).as_any().downcast_ref::<Int64Array>();
         let text = |i: usize| b.column(i).as_any().downcast_ref::<StringArray>();
         let (Some(seq), Some(ts)) = (int(0), int(1)) else {
             return Err(corrupt("`seq` or `timestamp_unix_ms` is not Int64"));
         };
-        let (Some(sid), Some(cid), Some(kind), Some(record)) = (text(3), text(4), text(5), text(6))
-        else {
-            return Err(corrupt("an envelope column or `payload_json` is not Utf8"));
+        let (Some(sid), Some(cid), Some(kind)) = (text(3), text(4), text(5)) else {
+            return Err(corrupt("an envelope column is not Utf8"));
         };
-        columns.push((seq, ts, sid, cid, kind, record));
+        columns.push((offset, seq, ts, sid, cid, kind));
+        offset += b.num_rows() as u64;
     }
     let mut newest: Option<i64> = None;
     let mut sessions: HashSet<&str> = HashSet::new();
     let mut events = Vec::with_capacity(read.kept.len());
     for (&(b, r), &duplicates) in read.kept.iter().zip(&read.duplicates) {
-        let (seq, ts, sid, cid, kind, record) = columns[b as usize];
+        let (first, seq, ts, sid, cid, kind) = columns[b as usize];
+        let row = first + u64::from(r);
         let r = r as usize;
         newest = newest.max(Some(ts.value(r)));
         let session_id = or_empty(sid, r);
@@ -732,7 +732,7 @@ pub(super) fn project_events(
             call_id: or_empty(cid, r),
             kind: or_empty(kind, r),
             duplicates,
-            record: record.value(r),
+            row,
         });
     }
     let duplicates: i64 = read.duplicates.iter().sum();
@@ -749,8 +749,17 @@ pub(super) fn project_events(
         // `status` fills this in.
         wal_pending_events: None,
     };
-    formats::events::project_each(&events, &src.source_path, sink)
-        .map_err(|e| corrupt(&format!("payload_json of seq {}: {}", e.seq, e.message)))?;
+    // The records are read as their sessions are projected.
+    let records = crate::store::events::RecordReader::open(&path, version)
+        .map_err(|e| store_failure(src, &e))?;
+    formats::events::project_each(&events, &records, &src.source_path, sink).map_err(
+        |e| match e {
+            formats::events::ProjectError::Record(e) => {
+                corrupt(&format!("payload_json of seq {}: {}", e.seq, e.message))
+            }
+            formats::events::ProjectError::Read(why) => store_failure(src, &StoreError::Lance(why)),
+        },
+    )?;
     Ok(ProjectedEvents {
         summary,
         newest_ms: newest,

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::lance_io::{self, runtime, ChannelReader};
 use super::StoreError;
+use crate::util::rt::reads_runtime;
 
 /// Envelope columns stored beside `payload_json`, in table order.
 const TEXT_COLUMNS: &[&str] = &[
@@ -263,6 +264,78 @@ pub fn read_deduped(
         kept,
         duplicates,
     })
+}
+
+/// Rows read from `payload_json` in one request: enough to amortise a
+/// read, few enough that a request holds a few MiB of records.
+const RECORDS_PER_TAKE: usize = 2048;
+
+/// The `payload_json` of chosen rows of an events table at a pinned
+/// version, read on demand: the projection of captured traffic reads the
+/// envelope columns of every event, then the records a few sessions or
+/// calls at a time, so it never holds every record's text.
+pub struct RecordReader {
+    ds: lance::Dataset,
+    projection: lance::dataset::ProjectionRequest,
+}
+
+impl RecordReader {
+    /// Open `path@version`. Its reads run on a runtime of their own, so
+    /// that they go on while a store writer waits for the projection on
+    /// the shared one (see `util::rt::reads_runtime`).
+    pub fn open(path: &str, version: u64) -> Result<Self, StoreError> {
+        let p = path.to_string();
+        let ds = reads_runtime().block_on(async move { lance_io::open_at(&p, version).await })?;
+        let projection = lance::dataset::ProjectionRequest::from_schema(
+            ds.schema()
+                .project(&["payload_json"])
+                .map_err(lance_io::lance_err)?,
+        );
+        Ok(RecordReader { ds, projection })
+    }
+
+    /// The records at `rows` (offsets in storage order, as
+    /// [`read_deduped`]'s batches count them), in the order asked.
+    pub fn records(&self, rows: &[u64]) -> Result<Vec<String>, StoreError> {
+        // Read in storage order, each row once; hand back in the order asked.
+        let mut sorted = rows.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let mut texts: Vec<String> = Vec::with_capacity(sorted.len());
+        for chunk in sorted.chunks(RECORDS_PER_TAKE) {
+            let batch = reads_runtime().block_on(self.ds.take(chunk, self.projection.clone()));
+            let batch = batch.map_err(lance_io::lance_err)?;
+            let a = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .ok_or_else(|| StoreError::Corrupt("events: `payload_json` is not Utf8".into()))?;
+            if a.len() != chunk.len() {
+                return Err(StoreError::Corrupt(format!(
+                    "events: {} of {} records read",
+                    a.len(),
+                    chunk.len()
+                )));
+            }
+            texts.extend(a.iter().map(|t| t.unwrap_or_default().to_string()));
+        }
+        // Each text moves out when no row is asked twice.
+        let once = sorted.len() == rows.len();
+        rows.iter()
+            .map(|r| match sorted.binary_search(r) {
+                Ok(i) if once => Ok(std::mem::take(&mut texts[i])),
+                Ok(i) => Ok(texts[i].clone()),
+                Err(_) => Err(StoreError::Internal(format!("record {r} not read"))),
+            })
+            .collect()
+    }
+}
+
+impl crate::formats::events::RecordTexts for RecordReader {
+    fn texts(&self, rows: &[u64]) -> Result<Vec<std::borrow::Cow<'_, str>>, String> {
+        let texts = self.records(rows).map_err(|e| e.to_string())?;
+        Ok(texts.into_iter().map(std::borrow::Cow::Owned).collect())
+    }
 }
 
 /// The envelope columns of `path@version`: `seq`, `timestamp_unix_ms`,

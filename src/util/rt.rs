@@ -76,3 +76,22 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
             .expect("the Tokio runtime starts")
     })
 }
+
+/// A runtime for Lance reads made while a store is being written. The
+/// store writer's four table writers each wait for their next batch on one
+/// of the shared runtime's blocking threads, all [`BLOCKING_THREADS`] of
+/// them, so a read of a local file on that runtime (a `pread` on a blocking
+/// thread) would wait for a batch that waits for the read. The projection
+/// of captured traffic reads the events' records while it writes.
+pub fn reads_runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .max_blocking_threads(BLOCKING_THREADS)
+            .thread_name("pchronicle-read")
+            .enable_all()
+            .build()
+            .expect("the Tokio runtime starts")
+    })
+}

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::support::{bin, run_measured};
+use crate::support::{bin, run_measured, run_measured_with};
 
 fn run(args: &[&str]) -> Output {
     Command::new(bin()).args(args).output().unwrap()
@@ -326,4 +326,109 @@ fn import_and_export_return_freed_memory_promptly() {
         let _ = child.wait();
         assert_eq!(seen.as_deref(), Some(want), "asked {asked:?}");
     }
+}
+
+/// What an agent reports of a test run at step `k`: a terminal session
+/// with colours, as real captured traffic carries (about 1 KiB).
+fn terminal(k: usize) -> String {
+    let mut out = format!("$ python -m pytest -q tests/ (step {k})\n");
+    for t in 0..12 {
+        out.push_str(&format!(
+            "tests/test_module_{t:02}.py::test_case_{k}_{t} \u{1b}[32mPASSED\u{1b}[0m [{:3}%]\n",
+            (t + 1) * 8
+        ));
+    }
+    out.push_str("\u{1b}[32m===== 12 passed in 0.42s =====\u{1b}[0m\n");
+    out
+}
+
+/// An events store at `dir/events.lance` as the Gateway writes it:
+/// `sessions` sessions of `calls` chat calls each, calls of all sessions
+/// interleaved, every request carrying the conversation so far. Returns
+/// the bytes of record text stored.
+fn captured(dir: &Path, sessions: usize, calls: usize) -> u64 {
+    use serde_json::json;
+    let path = dir.join("events.lance");
+    let path = path.to_str().unwrap();
+    let (mut batch, mut bytes, mut seq, mut exists) = (Vec::new(), 0u64, 0i64, false);
+    for c in 0..calls {
+        for s in 0..sessions {
+            let sid = format!("session-{s:05}");
+            let mut history = Vec::new();
+            for k in 0..=c {
+                history.push(
+                    json!({"role": "user", "content": format!("step {k}: run the tests in /app")}),
+                );
+                if k < c {
+                    history.push(json!({"role": "assistant", "content": terminal(k)}));
+                }
+            }
+            for kind in ["http.request", "http.response"] {
+                seq += 1;
+                let payload = if kind == "http.request" {
+                    json!({"protocol": "chat.completions",
+                        "http": {"request_body": {"model": "m", "messages": history}}})
+                } else {
+                    json!({"http": {"status": 200, "response_body": {"model": "m", "choices":
+                        [{"message": {"role": "assistant", "content": terminal(c)}}]}}})
+                };
+                let record = json!({"seq": seq, "event_id": format!("e{seq}"), "run_id": sid,
+                    "session_id": sid, "call_id": format!("{sid}-{c}"), "kind": kind,
+                    "source": "gateway", "producer": "test", "model": "m",
+                    "timestamp_unix_ms": 1_700_000_000_000i64 + seq, "payload": payload});
+                bytes += record.to_string().len() as u64;
+                batch.push(record);
+            }
+        }
+        if batch.len() >= 20_000 || c + 1 == calls {
+            pchronicle::store::events::append(path, &batch, exists).unwrap();
+            exists = true;
+            batch.clear();
+        }
+    }
+    bytes
+}
+
+#[test]
+fn reading_captured_traffic_does_not_hold_every_record() {
+    const CALLS: usize = 10;
+    // Two captures of the same shape, the second five times the first:
+    // the first read projects them (and writes the projection) a group of
+    // sessions at a time, reading only that group's records, so what it
+    // holds does not follow the record text (it held all of it before, and
+    // peaked about twice the extra text higher). Memory is returned to the
+    // system as soon as it is freed, so the peak is what the read holds,
+    // not what the allocator keeps for a while after a group is done.
+    let dir = tempfile::tempdir().unwrap();
+    let mut peaks = Vec::new();
+    for (name, sessions) in [("small", 400usize), ("large", 2000)] {
+        let ds = dir.path().join(name);
+        std::fs::create_dir_all(&ds).unwrap();
+        let bytes = captured(&ds, sessions, CALLS);
+        let (o, peak) = run_measured_with(
+            dir.path(),
+            &[("MIMALLOC_PURGE_DELAY", "0")],
+            &[
+                "query",
+                ds.to_str().unwrap(),
+                "SELECT count(*) AS n FROM dataset.steps",
+                "--format",
+                "jsonl",
+                "-q",
+            ],
+        );
+        ok(&o);
+        let row: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(row["n"], sessions * 2 * CALLS, "{row}");
+        peaks.push((bytes >> 20, peak));
+    }
+    let [(small_mib, small), (large_mib, large)] = peaks[..] else {
+        unreachable!()
+    };
+    let bound = (large_mib - small_mib) / 2;
+    assert!(
+        large <= small + bound,
+        "projecting {large_mib} MiB of records peaked at {large} MiB, \
+         {small_mib} MiB at {small} MiB (at most {bound} MiB more expected)"
+    );
 }

@@ -156,7 +156,13 @@ macro_rules! need {
 /// Run `args` and sample the process's resident high-water mark
 /// (`VmHWM`) until it exits; returns the output and the peak in MiB.
 pub fn run_measured(home: &Path, args: &[&str]) -> (Output, u64) {
+    run_measured_with(home, &[], args)
+}
+
+/// [`run_measured`] with `envs` set.
+pub fn run_measured_with(home: &Path, envs: &[(&str, &str)], args: &[&str]) -> (Output, u64) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_pchronicle"))
+        .envs(envs.iter().copied())
         .env_remove("PCHRONICLE_SETTINGS")
         .env("HOME", home)
         .env("PCHRONICLE_CACHE_DIR", home.join("cache"))

@@ -596,7 +596,9 @@ fn assemble_responses(events: &[Value]) -> Option<Value> {
 
 mod project;
 mod pruned;
-pub use project::{project, project_each, project_records, BadRecord, StoredEvent};
+pub use project::{
+    project, project_each, project_records, BadRecord, ProjectError, RecordTexts, StoredEvent,
+};
 
 #[cfg(test)]
 mod tests {

@@ -2,6 +2,7 @@
 //! above): events grouped by session, calls paired by `call_id` and taken
 //! in `seq` order, each record parsed only when its call is folded in.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde_json::{json, Value};
@@ -38,8 +39,9 @@ fn rfc3339(ms: i64) -> Value {
 
 /// One stored event as the projection first sees it: the envelope columns
 /// it is grouped and ordered by (which hold what the record says, see
-/// `store::events::events_batch`) and the record's JSON text, parsed only
-/// when its call is projected.
+/// `store::events::events_batch`) and where its record is. The record's
+/// JSON text is read only when its call is projected, a few calls at a
+/// time, so that a projection never holds every record's text.
 #[derive(Debug, Clone, Copy)]
 pub struct StoredEvent<'a> {
     /// Producer sequence number (`0` when the record has none).
@@ -52,8 +54,61 @@ pub struct StoredEvent<'a> {
     pub kind: &'a str,
     /// How many further copies of the event were stored.
     pub duplicates: i64,
-    /// The complete event record, as JSON text.
-    pub record: &'a str,
+    /// Where the record is, for [`RecordTexts::texts`].
+    pub row: u64,
+}
+
+/// Where the projection reads the events' record texts.
+pub trait RecordTexts: Sync {
+    /// The JSON texts of the records at `rows` (the events' `row`s), in
+    /// that order.
+    ///
+    /// # Errors
+    /// When the records cannot be read; the message says why.
+    fn texts(&self, rows: &[u64]) -> Result<Vec<Cow<'_, str>>, String>;
+}
+
+/// Records held in memory: row `i` is the `i`-th text.
+impl<S: AsRef<str> + Sync> RecordTexts for Vec<S> {
+    fn texts(&self, rows: &[u64]) -> Result<Vec<Cow<'_, str>>, String> {
+        rows.iter()
+            .map(|&r| {
+                usize::try_from(r)
+                    .ok()
+                    .and_then(|r| self.get(r))
+                    .map(|t| Cow::Borrowed(t.as_ref()))
+                    .ok_or_else(|| format!("no record {r}"))
+            })
+            .collect()
+    }
+}
+
+/// The texts of a group of small sessions, read at once (one read serves
+/// many sessions) and lent to each session's projection.
+struct Prefetched<'r> {
+    /// Rows read, ascending.
+    rows: Vec<u64>,
+    texts: Vec<Cow<'r, str>>,
+}
+
+impl<'r> Prefetched<'r> {
+    fn read(records: &'r dyn RecordTexts, mut rows: Vec<u64>) -> Result<Self, String> {
+        rows.sort_unstable();
+        rows.dedup();
+        let texts = records.texts(&rows)?;
+        Ok(Prefetched { rows, texts })
+    }
+}
+
+impl RecordTexts for Prefetched<'_> {
+    fn texts(&self, rows: &[u64]) -> Result<Vec<Cow<'_, str>>, String> {
+        rows.iter()
+            .map(|r| match self.rows.binary_search(r) {
+                Ok(i) => Ok(Cow::Borrowed(&*self.texts[i])),
+                Err(_) => Err(format!("record {r} was not read")),
+            })
+            .collect()
+    }
 }
 
 /// A stored record that is not JSON.
@@ -65,9 +120,24 @@ pub struct BadRecord {
     pub message: String,
 }
 
-/// The members of `e`'s record that the projection reads.
-fn parse(e: &StoredEvent<'_>) -> Result<Value, BadRecord> {
-    super::pruned::parse_record(e.record).map_err(|err| BadRecord {
+/// Why events were not projected.
+#[derive(Debug)]
+pub enum ProjectError {
+    /// A record is not JSON.
+    Record(BadRecord),
+    /// Records could not be read (what the reader said).
+    Read(String),
+}
+
+impl From<BadRecord> for ProjectError {
+    fn from(b: BadRecord) -> Self {
+        ProjectError::Record(b)
+    }
+}
+
+/// The members of the record `text` of `e` that the projection reads.
+fn parse(e: &StoredEvent<'_>, text: &str) -> Result<Value, BadRecord> {
+    super::pruned::parse_record(text).map_err(|err| BadRecord {
         seq: e.seq,
         message: err.to_string(),
     })
@@ -78,31 +148,53 @@ fn parse(e: &StoredEvent<'_>) -> Result<Value, BadRecord> {
 /// parsed records of a session never pile up.
 const PARSE_CHUNK: usize = 256;
 
+/// Calls whose records are read together, in one request to the reader,
+/// for a session whose records are not read with its group's.
+const READ_CHUNK: usize = 1024;
+
 /// Sessions are projected a group at a time, in parallel within a group,
 /// and handed on before the next group starts: a group holds the
 /// trajectories of about this many events (or of one session a thread).
 const EVENTS_PER_GROUP: usize = 8192;
 
+/// A group of at most this many events has its records read at once;
+/// the sessions of a larger one (a few long sessions) read theirs a
+/// [`READ_CHUNK`] of calls at a time.
+const PREFETCH_EVENTS: usize = 2 * EVENTS_PER_GROUP;
+
 /// Project deduplicated events onto one Storyline per session, sessions in
 /// order of their first event (see [`project_each`]).
-pub fn project(events: &[StoredEvent<'_>], source_path: &str) -> Result<Vec<Storyline>, BadRecord> {
+///
+/// # Errors
+/// See [`project_each`].
+pub fn project(
+    events: &[StoredEvent<'_>],
+    records: &dyn RecordTexts,
+    source_path: &str,
+) -> Result<Vec<Storyline>, ProjectError> {
     let mut out = Vec::new();
-    project_each(events, source_path, &mut |d| out.push(d))?;
+    project_each(events, records, source_path, &mut |d| out.push(d))?;
     Ok(out)
 }
 
 /// Project deduplicated events onto one Storyline per session and pass
 /// each to `sink`, sessions in order of their first event. Sessions are
 /// projected in parallel a group at a time, and a session's records are
-/// parsed a chunk of calls at a time, so memory holds the record texts and
-/// one group's trajectories, not every parsed record or every trajectory.
-/// On a record that is not JSON, the sessions before its group have been
-/// passed on.
+/// read from `records` and parsed a chunk of calls at a time, so memory
+/// holds the events' envelopes, one group's record texts (or a chunk's
+/// for each session of a group of long sessions) and one group's
+/// trajectories, never every record or every trajectory. On a record that
+/// is not JSON, or records that cannot be read, the sessions before its
+/// group have been passed on.
+///
+/// # Errors
+/// A record that is not JSON, or records the reader could not read.
 pub fn project_each(
     events: &[StoredEvent<'_>],
+    records: &dyn RecordTexts,
     source_path: &str,
     sink: &mut dyn FnMut(Storyline),
-) -> Result<(), BadRecord> {
+) -> Result<(), ProjectError> {
     use rayon::prelude::*;
     let mut order: Vec<&str> = Vec::new();
     let mut sessions: HashMap<&str, Vec<&StoredEvent<'_>>> = HashMap::new();
@@ -140,14 +232,26 @@ pub fn project_each(
             .count();
         let (now, later) = rest.split_at(take);
         rest = later;
-        let docs: Vec<Result<Storyline, BadRecord>> = now
+        let in_group: usize = now.iter().map(|(_, evs)| evs.len()).sum();
+        let prefetched = if in_group <= PREFETCH_EVENTS {
+            let rows = now.iter().flat_map(|(_, evs)| evs.iter().map(|e| e.row));
+            Some(Prefetched::read(records, rows.collect()).map_err(ProjectError::Read)?)
+        } else {
+            None
+        };
+        let source: &dyn RecordTexts = match &prefetched {
+            Some(p) => p,
+            None => records,
+        };
+        let docs: Vec<Result<Storyline, ProjectError>> = now
             .par_iter()
             .map(|(sid, evs)| {
                 // Diagnostics of a projection are not reported: each
                 // session gets its own context.
-                project_session(sid, evs, &mut DecodeCtx::new(source_path))
+                project_session(sid, evs, source, &mut DecodeCtx::new(source_path))
             })
             .collect();
+        drop(prefetched);
         for d in docs {
             sink(d?);
         }
@@ -159,41 +263,66 @@ pub fn project_each(
 /// by the fields the store keeps beside each record.
 pub fn project_records(events: &[(&Value, i64)], source_path: &str) -> Vec<Storyline> {
     let field = |e: &Value, k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    let texts: Vec<(String, [String; 3])> = events
+    let keys: Vec<[String; 3]> = events
         .iter()
         .map(|(e, _)| {
-            let keys = [
+            [
                 field(e, "session_id"),
                 field(e, "call_id"),
                 field(e, "kind"),
-            ];
-            (e.to_string(), keys)
+            ]
         })
         .collect();
+    let texts: Vec<String> = events.iter().map(|(e, _)| e.to_string()).collect();
     let stored: Vec<StoredEvent<'_>> = events
         .iter()
-        .zip(&texts)
-        .map(|((e, d), (text, [s, c, k]))| StoredEvent {
+        .zip(&keys)
+        .zip(0u64..)
+        .map(|(((e, d), [s, c, k]), row)| StoredEvent {
             seq: e.get("seq").and_then(Value::as_i64).unwrap_or(0),
             session_id: s,
             call_id: c,
             kind: k,
             duplicates: *d,
-            record: text,
+            row,
         })
         .collect();
-    // The records were JSON before they were text again.
-    project(&stored, source_path).unwrap_or_default()
+    // The records were JSON before they were text again, and are in memory.
+    project(&stored, &texts, source_path).unwrap_or_default()
+}
+
+/// The texts of `rows`, or why they could not be read.
+fn read<'r>(records: &'r dyn RecordTexts, rows: &[u64]) -> Result<Vec<Cow<'r, str>>, ProjectError> {
+    let texts = records.texts(rows).map_err(ProjectError::Read)?;
+    if texts.len() == rows.len() {
+        Ok(texts)
+    } else {
+        Err(ProjectError::Read(format!(
+            "{} records read of {}",
+            texts.len(),
+            rows.len()
+        )))
+    }
 }
 
 fn project_session(
     sid: &str,
     events: &[&StoredEvent<'_>],
+    records: &dyn RecordTexts,
     ctx: &mut DecodeCtx,
-) -> Result<Storyline, BadRecord> {
+) -> Result<Storyline, ProjectError> {
     use rayon::prelude::*;
-    let first = events.first().map(|e| parse(e)).transpose()?;
-    let first = first.as_ref();
+    // The first record names the agent, the run and the start; the last
+    // the end.
+    let ends = match events {
+        [] => Vec::new(),
+        [only] => vec![parse(only, &read(records, &[only.row])?[0])?],
+        [first, .., last] => {
+            let texts = read(records, &[first.row, last.row])?;
+            vec![parse(first, &texts[0])?, parse(last, &texts[1])?]
+        }
+    };
+    let first = ends.first();
     let agent = first
         .and_then(|e| e.get("agent_id"))
         .and_then(Value::as_str)
@@ -211,11 +340,7 @@ fn project_session(
         .map(str::to_string);
     let ts = |e: &Value| e.get("timestamp_unix_ms").and_then(Value::as_i64);
     doc.started_at = first.and_then(ts).map(rfc3339);
-    doc.finished_at = match events {
-        [_, .., last] => ts(&parse(last)?),
-        _ => first.and_then(ts),
-    }
-    .map(rfc3339);
+    doc.finished_at = ends.last().and_then(ts).map(rfc3339);
 
     // Each call's (request, response) event, by position in `events`.
     let mut calls: Vec<(&str, Option<usize>, Option<usize>)> = Vec::new();
@@ -240,120 +365,138 @@ fn project_session(
     let mut failed = 0i64;
     let mut answered = 0i64;
     let mut unrecorded = 0i64;
-    for chunk in calls.chunks(PARSE_CHUNK) {
-        let parsed = chunk
-            .par_iter()
-            .map(|&(_, req, resp)| match req {
-                // A call with no request is not projected: its answer is
-                // not read either.
-                None => Ok((None, None)),
-                Some(req) => Ok((
-                    Some(parse(events[req])?),
-                    resp.map(|r| parse(events[r])).transpose()?,
-                )),
+    for calls in calls.chunks(READ_CHUNK) {
+        // A call with no request is not projected: its answer is not read
+        // either.
+        let rows: Vec<u64> = calls
+            .iter()
+            .filter_map(|&(_, req, resp)| {
+                Some([Some(events[req?].row), resp.map(|r| events[r].row)])
             })
-            .collect::<Result<Vec<_>, BadRecord>>()?;
-        for (&(cid, _, _), (req, resp)) in chunk.iter().zip(&parsed) {
-            let Some(req) = req else { continue };
-            let payload = req.get("payload").unwrap_or(&Value::Null);
-            let protocol = payload
-                .get("protocol")
-                .and_then(Value::as_str)
-                .and_then(Protocol::from_name)
-                .or_else(|| {
-                    http_field(payload, "path", "path")
-                        .and_then(Value::as_str)
-                        .and_then(Protocol::from_path)
+            .flatten()
+            .flatten()
+            .collect();
+        let texts = read(records, &rows)?;
+        let mut texts = texts.iter().map(|t| &**t);
+        let located: Vec<(Option<(usize, &str)>, Option<(usize, &str)>)> = calls
+            .iter()
+            .map(|&(_, req, resp)| {
+                let Some(req) = req else { return (None, None) };
+                let req = texts.next().map(|t| (req, t));
+                let resp = resp.and_then(|r| texts.next().map(|t| (r, t)));
+                (req, resp)
+            })
+            .collect();
+        for (chunk, located) in calls.chunks(PARSE_CHUNK).zip(located.chunks(PARSE_CHUNK)) {
+            let parsed = located
+                .par_iter()
+                .map(|&(req, resp)| {
+                    let one = |(i, t): (usize, &str)| parse(events[i], t);
+                    Ok((req.map(one).transpose()?, resp.map(one).transpose()?))
                 })
-                .unwrap_or(Protocol::ChatCompletions);
-            let body = http_field(payload, "request_body", "body").unwrap_or(&Value::Null);
-            let msgs = request_messages(protocol, body);
-            let start = match prev_len {
-                None => 0,
-                Some(p) => {
-                    let s = p + usize::from(prev_replied);
-                    if s <= msgs.len() {
-                        s
-                    } else {
-                        // The history was rewritten: take what follows the last reply.
-                        msgs.iter()
-                            .rposition(|m| {
-                                m.get("role").and_then(Value::as_str) == Some("assistant")
-                            })
-                            .map_or(0, |i| i + 1)
+                .collect::<Result<Vec<_>, BadRecord>>()?;
+            for (&(cid, _, _), (req, resp)) in chunk.iter().zip(&parsed) {
+                let Some(req) = req else { continue };
+                let payload = req.get("payload").unwrap_or(&Value::Null);
+                let protocol = payload
+                    .get("protocol")
+                    .and_then(Value::as_str)
+                    .and_then(Protocol::from_name)
+                    .or_else(|| {
+                        http_field(payload, "path", "path")
+                            .and_then(Value::as_str)
+                            .and_then(Protocol::from_path)
+                    })
+                    .unwrap_or(Protocol::ChatCompletions);
+                let body = http_field(payload, "request_body", "body").unwrap_or(&Value::Null);
+                let msgs = request_messages(protocol, body);
+                let start = match prev_len {
+                    None => 0,
+                    Some(p) => {
+                        let s = p + usize::from(prev_replied);
+                        if s <= msgs.len() {
+                            s
+                        } else {
+                            // The history was rewritten: take what follows the last reply.
+                            msgs.iter()
+                                .rposition(|m| {
+                                    m.get("role").and_then(Value::as_str) == Some("assistant")
+                                })
+                                .map_or(0, |i| i + 1)
+                        }
+                    }
+                };
+                if doc.agent.tools.is_none() {
+                    doc.agent.tools = body.get("tools").cloned();
+                }
+                let req_ts = ts(req);
+                for m in &msgs[start.min(msgs.len())..] {
+                    push_message(&mut doc, m, &mut owner, ctx, req_ts);
+                }
+                prev_len = Some(msgs.len());
+                prev_replied = false;
+                let Some(resp) = resp else { continue };
+                let rp = resp.get("payload").unwrap_or(&Value::Null);
+                let status = http_field(rp, "status", "status")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                let rbody = rp
+                    .get("assembled")
+                    .or_else(|| http_field(rp, "response_body", "body"))
+                    .unwrap_or(&Value::Null);
+                let reply = response_reply(protocol, rbody);
+                if !(200..300).contains(&status) {
+                    failed += 1;
+                    continue;
+                }
+                let Some(message) = reply.message else {
+                    // Answered, but the body was not kept (summary capture).
+                    unrecorded += 1;
+                    prev_replied = true;
+                    continue;
+                };
+                answered += 1;
+                let id = doc.turns.len() as i64 + 1;
+                let Value::Object(mo) = &message else {
+                    continue;
+                };
+                let mut turn = Turn::new(
+                    id,
+                    "agent",
+                    mo.get("content").cloned().unwrap_or(Value::Null),
+                );
+                turn.reason = reasoning_of(mo);
+                turn.model = reply
+                    .model
+                    .clone()
+                    .or_else(|| rp.get("model").and_then(Value::as_str).map(str::to_string));
+                turn.ts = ts(resp).map(rfc3339);
+                let timing = rp.get("timing");
+                turn.latency_ms = timing
+                    .and_then(|t| t.get("duration_ms"))
+                    .and_then(Value::as_f64)
+                    .map(|v| v as i64);
+                turn.ttft_ms = timing
+                    .and_then(|t| t.get("ttft_ms"))
+                    .and_then(Value::as_f64)
+                    .map(|v| v as i64);
+                turn.metrics.clone_from(&reply.usage);
+                turn.extra = Some(json!({ "call_id": cid }));
+                if let Some(Value::Array(tcs)) = mo.get("tool_calls") {
+                    let c = convert_calls(tcs, id, ctx, &format!("call {cid}"));
+                    for call in &c {
+                        owner.insert(call.tcid.clone(), doc.turns.len());
+                    }
+                    if !c.is_empty() {
+                        turn.tool_calls = Some(c);
                     }
                 }
-            };
-            if doc.agent.tools.is_none() {
-                doc.agent.tools = body.get("tools").cloned();
-            }
-            let req_ts = ts(req);
-            for m in &msgs[start.min(msgs.len())..] {
-                push_message(&mut doc, m, &mut owner, ctx, req_ts);
-            }
-            prev_len = Some(msgs.len());
-            prev_replied = false;
-            let Some(resp) = resp else { continue };
-            let rp = resp.get("payload").unwrap_or(&Value::Null);
-            let status = http_field(rp, "status", "status")
-                .and_then(Value::as_i64)
-                .unwrap_or(0);
-            let rbody = rp
-                .get("assembled")
-                .or_else(|| http_field(rp, "response_body", "body"))
-                .unwrap_or(&Value::Null);
-            let reply = response_reply(protocol, rbody);
-            if !(200..300).contains(&status) {
-                failed += 1;
-                continue;
-            }
-            let Some(message) = reply.message else {
-                // Answered, but the body was not kept (summary capture).
-                unrecorded += 1;
+                if turn.model.is_some() {
+                    doc.agent.model.clone_from(&turn.model);
+                }
+                doc.turns.push(turn);
                 prev_replied = true;
-                continue;
-            };
-            answered += 1;
-            let id = doc.turns.len() as i64 + 1;
-            let Value::Object(mo) = &message else {
-                continue;
-            };
-            let mut turn = Turn::new(
-                id,
-                "agent",
-                mo.get("content").cloned().unwrap_or(Value::Null),
-            );
-            turn.reason = reasoning_of(mo);
-            turn.model = reply
-                .model
-                .clone()
-                .or_else(|| rp.get("model").and_then(Value::as_str).map(str::to_string));
-            turn.ts = ts(resp).map(rfc3339);
-            let timing = rp.get("timing");
-            turn.latency_ms = timing
-                .and_then(|t| t.get("duration_ms"))
-                .and_then(Value::as_f64)
-                .map(|v| v as i64);
-            turn.ttft_ms = timing
-                .and_then(|t| t.get("ttft_ms"))
-                .and_then(Value::as_f64)
-                .map(|v| v as i64);
-            turn.metrics.clone_from(&reply.usage);
-            turn.extra = Some(json!({ "call_id": cid }));
-            if let Some(Value::Array(tcs)) = mo.get("tool_calls") {
-                let c = convert_calls(tcs, id, ctx, &format!("call {cid}"));
-                for call in &c {
-                    owner.insert(call.tcid.clone(), doc.turns.len());
-                }
-                if !c.is_empty() {
-                    turn.tool_calls = Some(c);
-                }
             }
-            if turn.model.is_some() {
-                doc.agent.model.clone_from(&turn.model);
-            }
-            doc.turns.push(turn);
-            prev_replied = true;
         }
     }
     doc.extra = Some(json!({
@@ -507,20 +650,24 @@ mod tests {
         assert!(records.len() > 2 * EVENTS_PER_GROUP, "{}", records.len());
         fn stored<'a>(
             rs: &'a [(i64, String, String, &'static str, String)],
-        ) -> Vec<StoredEvent<'a>> {
-            rs.iter()
-                .map(|(seq, s, c, k, r)| StoredEvent {
+        ) -> (Vec<StoredEvent<'a>>, Vec<&'a str>) {
+            let events = rs
+                .iter()
+                .zip(0u64..)
+                .map(|((seq, s, c, k, _), row)| StoredEvent {
                     seq: *seq,
                     session_id: s,
                     call_id: c,
                     kind: k,
                     duplicates: 0,
-                    record: r,
+                    row,
                 })
-                .collect()
+                .collect();
+            (events, rs.iter().map(|r| r.4.as_str()).collect())
         }
         let mut seen = Vec::new();
-        project_each(&stored(&records), "events.lance", &mut |d| {
+        let (events, texts) = stored(&records);
+        project_each(&events, &texts, "events.lance", &mut |d| {
             seen.push((d.session.clone(), d.turns.len()));
         })
         .unwrap();
@@ -532,8 +679,87 @@ mod tests {
         let last = records.iter().rposition(|r| r.1 == "s39").unwrap();
         records[last].4 = "{not json".into();
         let mut out = 0;
-        let err = project_each(&stored(&records), "events.lance", &mut |_| out += 1).unwrap_err();
+        let (events, texts) = stored(&records);
+        let err = project_each(&events, &texts, "events.lance", &mut |_| out += 1).unwrap_err();
+        let ProjectError::Record(err) = err else {
+            panic!("{err:?}")
+        };
         assert_eq!(err.seq, records[last].0);
         assert!(out > 0 && out < sessions, "{out}");
+    }
+
+    /// Records held by a reader that counts what it is asked for.
+    struct Counting<'a> {
+        texts: &'a Vec<String>,
+        largest: std::sync::atomic::AtomicUsize,
+        total: std::sync::atomic::AtomicUsize,
+    }
+
+    impl RecordTexts for Counting<'_> {
+        fn texts(&self, rows: &[u64]) -> Result<Vec<Cow<'_, str>>, String> {
+            use std::sync::atomic::Ordering::Relaxed;
+            self.largest.fetch_max(rows.len(), Relaxed);
+            self.total.fetch_add(rows.len(), Relaxed);
+            self.texts.texts(rows)
+        }
+    }
+
+    /// Long sessions, too many events for one read: each reads its records
+    /// a chunk of calls at a time, each record once (the first and last
+    /// twice), and projects the same turns as records held in memory.
+    #[test]
+    fn long_sessions_read_their_records_a_chunk_at_a_time() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let calls = PREFETCH_EVENTS / 2 + READ_CHUNK;
+        let mut keys = Vec::new();
+        let mut texts = Vec::new();
+        for c in 0..calls {
+            for s in ["a", "b"] {
+                for kind in ["http.request", "http.response"] {
+                    let seq = texts.len() as i64 + 1;
+                    let payload = if kind == "http.request" {
+                        json!({"protocol": "chat.completions", "http": {"request_body":
+                            {"messages": [{"role": "user", "content": format!("q{c}")}]}}})
+                    } else {
+                        json!({"http": {"status": 200, "response_body": {"choices":
+                            [{"message": {"role": "assistant", "content": format!("a{c}")}}]}}})
+                    };
+                    keys.push((seq, s, format!("{s}{c}"), kind));
+                    texts.push(
+                        json!({"seq": seq, "timestamp_unix_ms": seq, "payload": payload})
+                            .to_string(),
+                    );
+                }
+            }
+        }
+        let events: Vec<StoredEvent<'_>> = keys
+            .iter()
+            .zip(0u64..)
+            .map(|((seq, s, c, k), row)| StoredEvent {
+                seq: *seq,
+                session_id: s,
+                call_id: c,
+                kind: k,
+                duplicates: 0,
+                row,
+            })
+            .collect();
+        let reader = Counting {
+            texts: &texts,
+            largest: 0.into(),
+            total: 0.into(),
+        };
+        let docs = super::project(&events, &reader, "events.lance").unwrap();
+        assert_eq!(docs.len(), 2);
+        for d in &docs {
+            assert_eq!(d.turns.len(), 2 * calls);
+            assert_eq!(d.turns[2 * calls - 1].msg, format!("a{}", calls - 1));
+        }
+        assert_eq!(reader.largest.load(Relaxed), 2 * READ_CHUNK);
+        assert_eq!(reader.total.load(Relaxed), texts.len() + 4);
+        // Held in memory, the same documents.
+        let whole = super::project(&events, &texts, "events.lance").unwrap();
+        let json = |d: &[Storyline]| serde_json::to_string(d).unwrap();
+        assert_eq!(json(&docs), json(&whole));
     }
 }
