@@ -663,26 +663,22 @@ fn events_table(src: &Source) -> Result<(String, u64), ReadFailure> {
     Ok((path, version))
 }
 
-/// The deduplicated rows of an events store at its pinned version.
-pub fn events_rows(
-    src: &Source,
-) -> Result<Vec<(crate::store::events::EventRow, i64)>, ReadFailure> {
-    let (path, version) = events_table(src)?;
-    let rows =
-        crate::store::events::read_all(&path, version).map_err(|e| store_failure(src, &e))?;
-    Ok(crate::store::events::dedupe(rows))
-}
-
 /// The envelope columns `columns` of an events store at its pinned version,
 /// deduplicated, with each row's count of further copies (see
 /// [`crate::store::events::read_envelopes`]): no payload is parsed.
 pub fn events_envelopes(
     src: &Source,
     columns: &[&str],
-) -> Result<(arrow::record_batch::RecordBatch, Vec<i64>), ReadFailure> {
+) -> Result<crate::store::events::Envelopes, ReadFailure> {
     let (path, version) = events_table(src)?;
     crate::store::events::read_envelopes(&path, version, columns)
         .map_err(|e| store_failure(src, &e))
+}
+
+/// A reader of an events store's records by row, at its pinned version.
+pub fn events_records(src: &Source) -> Result<crate::store::events::RecordReader, ReadFailure> {
+    let (path, version) = events_table(src)?;
+    crate::store::events::RecordReader::open(&path, version).map_err(|e| store_failure(src, &e))
 }
 
 /// The trajectories of an events store's captured sessions (see
@@ -750,8 +746,7 @@ pub(super) fn project_events(
         wal_pending_events: None,
     };
     // The records are read as their sessions are projected.
-    let records = crate::store::events::RecordReader::open(&path, version)
-        .map_err(|e| store_failure(src, &e))?;
+    let records = events_records(src)?;
     formats::events::project_each(&events, &records, &src.source_path, sink).map_err(
         |e| match e {
             formats::events::ProjectError::Record(e) => {

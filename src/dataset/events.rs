@@ -16,104 +16,68 @@ impl Mounts {
         post: &(dyn Fn(RecordBatch) -> Result<RecordBatch, SqlError> + Sync),
         emit: &mut dyn FnMut(RecordBatch) -> Result<(), SqlError>,
     ) -> Result<(), SqlError> {
-        use arrow::array::{Int64Array, StringArray, TimestampNanosecondArray};
         let full = events_schema();
         let schema = std::sync::Arc::new(full.project(columns)?);
+        let names: Vec<&str> = columns
+            .iter()
+            .map(|&i| full.field(i).name().as_str())
+            .collect();
         for s in &mount.snapshot.sources {
             if s.format != crate::formats::SourceFormat::EventsLance {
                 continue;
             }
-            let names: Vec<&str> = columns
-                .iter()
-                .map(|&i| full.field(i).name().as_str())
-                .collect();
-            if !names.contains(&"payload_json") {
-                // Every other column is stored beside the payload: no
-                // record is parsed.
-                match crate::catalog::read::events_envelopes(s, &envelope_columns(&names)) {
-                    Ok((b, dups)) => emit(post(envelope_batch(s, &names, &schema, &b, dups)?)?)?,
-                    Err(f) => self.skip_or_fail(s, f)?,
-                }
-                continue;
-            }
-            let rows = match crate::catalog::read::events_rows(s) {
+            // Every column but the record is stored beside it, so no record
+            // is parsed; the records, when asked for, are read by row a
+            // batch at a time, never the whole store at once.
+            let read = crate::catalog::read::events_envelopes(s, &envelope_columns(&names))
+                .and_then(|e| {
+                    let records = names
+                        .contains(&"payload_json")
+                        .then(|| crate::catalog::read::events_records(s))
+                        .transpose()?;
+                    Ok((e, records))
+                });
+            let (e, records) = match read {
                 Ok(r) => r,
                 Err(f) => {
                     self.skip_or_fail(s, f)?;
                     continue;
                 }
             };
-            let text = |key: &str| -> StringArray {
-                rows.iter()
-                    .map(|(r, _)| match r.record.get(key) {
-                        Some(serde_json::Value::String(v)) => Some(v.as_str()),
-                        _ => None,
-                    })
-                    .collect()
+            let n = e.batch.num_rows();
+            let step = if records.is_some() {
+                RECORDS_PER_BATCH
+            } else {
+                n.max(1)
             };
-            let mut cols: Vec<arrow::array::ArrayRef> = Vec::with_capacity(columns.len());
-            for &i in columns {
-                let name = full.field(i).name().as_str();
-                let a: arrow::array::ArrayRef = match name {
-                    "source_path" => std::sync::Arc::new(StringArray::from(vec![
-                        s.source_path
-                            .as_str();
-                        rows.len()
-                    ])),
-                    "seq" => std::sync::Arc::new(Int64Array::from_iter_values(
-                        rows.iter().map(|(r, _)| r.seq),
-                    )),
-                    "timestamp" => std::sync::Arc::new(
-                        TimestampNanosecondArray::from_iter_values(
-                            rows.iter()
-                                .map(|(r, _)| r.timestamp_unix_ms.saturating_mul(1_000_000)),
-                        )
-                        .with_timezone("UTC"),
+            // An empty store still gives its (empty) batch.
+            let starts: Vec<usize> = if n == 0 {
+                vec![0]
+            } else {
+                (0..n).step_by(step).collect()
+            };
+            for start in starts {
+                let len = step.min(n - start);
+                let payload = match &records {
+                    Some(r) => Some(
+                        r.column(&e.rows[start..start + len])
+                            .map_err(|err| SqlError::Internal(format!("events: {err}")))?,
                     ),
-                    "model" => std::sync::Arc::new(
-                        rows.iter()
-                            .map(|(r, _)| {
-                                r.record
-                                    .get("payload")
-                                    .and_then(|p| p.get("model"))
-                                    .and_then(serde_json::Value::as_str)
-                            })
-                            .collect::<StringArray>(),
-                    ),
-                    "kind" | "source" => std::sync::Arc::new(
-                        rows.iter()
-                            .map(|(r, _)| {
-                                Some(
-                                    r.record
-                                        .get(name)
-                                        .and_then(serde_json::Value::as_str)
-                                        .unwrap_or(""),
-                                )
-                            })
-                            .collect::<StringArray>(),
-                    ),
-                    "payload_json" => std::sync::Arc::new(
-                        rows.iter()
-                            .map(|(r, _)| Some(r.record.to_string()))
-                            .collect::<StringArray>(),
-                    ),
-                    "duplicate_count" => std::sync::Arc::new(Int64Array::from_iter_values(
-                        rows.iter().map(|(_, d)| *d),
-                    )),
-                    other => std::sync::Arc::new(text(other)),
+                    None => None,
                 };
-                cols.push(a);
+                let b = e.batch.slice(start, len);
+                let dups = &e.duplicates[start..start + len];
+                emit(post(envelope_batch(
+                    s, &names, &schema, &b, dups, payload,
+                )?)?)?;
             }
-            let b = RecordBatch::try_new_with_options(
-                schema.clone(),
-                cols,
-                &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows.len())),
-            )?;
-            emit(post(b)?)?;
         }
         Ok(())
     }
 }
+
+/// Events per batch when their records are read: a batch holds their text.
+const RECORDS_PER_BATCH: usize = 4096;
 
 /// The stored envelope columns that the relation columns `names` read.
 fn envelope_columns<'a>(names: &[&'a str]) -> Vec<&'a str> {
@@ -123,20 +87,27 @@ fn envelope_columns<'a>(names: &[&'a str]) -> Vec<&'a str> {
         .filter(|n| {
             !matches!(
                 *n,
-                "source_path" | "seq" | "timestamp" | "event_id" | "duplicate_count"
+                "source_path"
+                    | "seq"
+                    | "timestamp"
+                    | "event_id"
+                    | "duplicate_count"
+                    | "payload_json"
             )
         })
         .collect()
 }
 
 /// The relation columns `names` of one events store from its envelope
-/// columns `b` (see [`crate::store::events::read_envelopes`]).
+/// columns `b` (see [`crate::store::events::read_envelopes`]) and, when
+/// `payload_json` is among them, the records of the same rows.
 fn envelope_batch(
     s: &crate::catalog::Source,
     names: &[&str],
     schema: &arrow::datatypes::SchemaRef,
     b: &RecordBatch,
-    dups: Vec<i64>,
+    dups: &[i64],
+    payload: Option<arrow::array::ArrayRef>,
 ) -> Result<RecordBatch, SqlError> {
     use arrow::array::AsArray;
     use arrow::array::{ArrayRef, Int64Array, StringArray, TimestampNanosecondArray};
@@ -161,7 +132,10 @@ fn envelope_batch(
                     .with_timezone("UTC"),
                 )
             }
-            "duplicate_count" => Arc::new(Int64Array::from(dups.clone())),
+            "duplicate_count" => Arc::new(Int64Array::from(dups.to_vec())),
+            "payload_json" => payload
+                .clone()
+                .ok_or_else(|| SqlError::Internal("events: the records were not read".into()))?,
             other => stored(other)?,
         });
     }

@@ -42,19 +42,6 @@ pub fn events_table_schema() -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-/// One stored event: the envelope columns and the full record.
-#[derive(Debug, Clone)]
-pub struct EventRow {
-    /// Producer sequence number.
-    pub seq: i64,
-    /// Observation time.
-    pub timestamp_unix_ms: i64,
-    /// `event_id` (absent in rows written by older producers).
-    pub event_id: Option<String>,
-    /// The complete event record.
-    pub record: Value,
-}
-
 /// The record's string field `key`, when present.
 fn text(v: &Value, key: &str) -> Option<String> {
     match v.get(key) {
@@ -119,75 +106,16 @@ pub fn append(path: &str, events: &[Value], exists: bool) -> Result<u64, StoreEr
     runtime().block_on(async move { lance_io::append_table(&path, reader, exists).await })
 }
 
-/// Read every row of `path@version`, in storage order.
-pub fn read_all(path: &str, version: u64) -> Result<Vec<EventRow>, StoreError> {
-    let columns = ["seq", "timestamp_unix_ms", "event_id", "payload_json"];
-    let p = path.to_string();
-    let batches =
-        runtime().block_on(async move { lance_io::scan(&p, version, &columns, None).await })?;
-    let mut out = Vec::new();
-    for b in batches {
-        let col = |i: usize| b.column(i);
-        let seq = col(0)
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .ok_or_else(|| StoreError::Corrupt("events: `seq` is not Int64".into()))?;
-        let ts = col(1)
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .ok_or_else(|| {
-                StoreError::Corrupt("events: `timestamp_unix_ms` is not Int64".into())
-            })?;
-        let id = col(2)
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .ok_or_else(|| StoreError::Corrupt("events: `event_id` is not Utf8".into()))?;
-        let payload = col(3)
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .ok_or_else(|| StoreError::Corrupt("events: `payload_json` is not Utf8".into()))?;
-        for i in 0..b.num_rows() {
-            let record: Value = serde_json::from_str(payload.value(i)).map_err(|e| {
-                StoreError::Corrupt(format!("events: payload_json of seq {}: {e}", seq.value(i)))
-            })?;
-            out.push(EventRow {
-                seq: seq.value(i),
-                timestamp_unix_ms: ts.value(i),
-                event_id: (!id.is_null(i)).then(|| id.value(i).to_string()),
-                record,
-            });
-        }
-    }
-    Ok(out)
-}
-
 /// The newest version of the table at `path`, if it exists.
 pub fn latest_version(path: &str) -> Result<Option<u64>, StoreError> {
     let p = path.to_string();
     runtime().block_on(async move { lance_io::latest_version(&p).await })
 }
 
-/// Rows deduplicated by `event_id` (first copy kept, storage order), each
-/// with how many further copies were appended (at-least-once capture can
-/// store an event twice after a crash).
-pub fn dedupe(rows: Vec<EventRow>) -> Vec<(EventRow, i64)> {
-    let (keep, dups) = first_copies(rows.iter().map(|r| r.event_id.as_deref()));
-    let mut keep = keep.into_iter().zip(dups).peekable();
-    rows.into_iter()
-        .enumerate()
-        .filter_map(|(i, r)| match keep.peek() {
-            Some(&(k, d)) if k as usize == i => {
-                keep.next();
-                Some((r, d))
-            }
-            _ => None,
-        })
-        .collect()
-}
-
 /// Of events with these ids (in storage order), the positions of the first
 /// copy of each id (events without an id are all kept) and how many further
-/// copies each has.
+/// copies each has: at-least-once capture can store an event twice after a
+/// crash, and readers see it once, in the place of its first copy.
 fn first_copies<'a>(ids: impl Iterator<Item = Option<&'a str>>) -> (Vec<u32>, Vec<i64>) {
     let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     let mut keep: Vec<u32> = Vec::new();
@@ -207,7 +135,7 @@ fn first_copies<'a>(ids: impl Iterator<Item = Option<&'a str>>) -> (Vec<u32>, Ve
 }
 
 /// Columns of `path@version` with the first copy of each event marked (see
-/// [`dedupe`]); nothing is parsed.
+/// [`first_copies`]); nothing is parsed.
 pub struct DedupedColumns {
     /// `seq`, `timestamp_unix_ms`, `event_id`, then the columns asked for,
     /// in storage order.
@@ -220,7 +148,7 @@ pub struct DedupedColumns {
 
 /// Columns `seq`, `timestamp_unix_ms`, `event_id`, then `columns` (envelope
 /// columns or `payload_json`) of `path@version`, with the first copies
-/// marked as [`dedupe`] keeps them. The batches are kept as Lance returns
+/// marked as [`first_copies`] keeps them. The batches are kept as Lance returns
 /// them: a reader borrows the rows it needs instead of copying the table.
 pub fn read_deduped(
     path: &str,
@@ -302,6 +230,39 @@ impl RecordReader {
         sorted.sort_unstable();
         sorted.dedup();
         let mut texts: Vec<String> = Vec::with_capacity(sorted.len());
+        for a in self.read(&sorted)? {
+            texts.extend(a.iter().map(|t| t.unwrap_or_default().to_string()));
+        }
+        // Each text moves out when no row is asked twice.
+        let once = sorted.len() == rows.len();
+        rows.iter()
+            .map(|r| match sorted.binary_search(r) {
+                Ok(i) if once => Ok(std::mem::take(&mut texts[i])),
+                Ok(i) => Ok(texts[i].clone()),
+                Err(_) => Err(StoreError::Internal(format!("record {r} not read"))),
+            })
+            .collect()
+    }
+
+    /// The records at `rows` (ascending, each once) as one text column.
+    pub fn column(&self, rows: &[u64]) -> Result<ArrayRef, StoreError> {
+        if rows.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(StoreError::Internal("records asked out of order".into()));
+        }
+        let parts = self.read(rows)?;
+        match parts.as_slice() {
+            [] => Ok(arrow::array::new_empty_array(&DataType::Utf8)),
+            [one] => Ok(Arc::new(one.clone())),
+            _ => {
+                let parts: Vec<&dyn Array> = parts.iter().map(|a| a as &dyn Array).collect();
+                arrow::compute::concat(&parts).map_err(arrow_error)
+            }
+        }
+    }
+
+    /// `payload_json` of `sorted` (ascending, each once), a take at a time.
+    fn read(&self, sorted: &[u64]) -> Result<Vec<StringArray>, StoreError> {
+        let mut out = Vec::with_capacity(sorted.len().div_ceil(RECORDS_PER_TAKE));
         for chunk in sorted.chunks(RECORDS_PER_TAKE) {
             let batch = reads_runtime().block_on(self.ds.take(chunk, self.projection.clone()));
             let batch = batch.map_err(lance_io::lance_err)?;
@@ -317,17 +278,9 @@ impl RecordReader {
                     chunk.len()
                 )));
             }
-            texts.extend(a.iter().map(|t| t.unwrap_or_default().to_string()));
+            out.push(a.clone());
         }
-        // Each text moves out when no row is asked twice.
-        let once = sorted.len() == rows.len();
-        rows.iter()
-            .map(|r| match sorted.binary_search(r) {
-                Ok(i) if once => Ok(std::mem::take(&mut texts[i])),
-                Ok(i) => Ok(texts[i].clone()),
-                Err(_) => Err(StoreError::Internal(format!("record {r} not read"))),
-            })
-            .collect()
+        Ok(out)
     }
 }
 
@@ -340,15 +293,12 @@ impl crate::formats::events::RecordTexts for RecordReader {
 
 /// The envelope columns of `path@version`: `seq`, `timestamp_unix_ms`,
 /// `event_id`, then `columns` (names of [`TEXT_COLUMNS`]), deduplicated as
-/// [`dedupe`] does, with each row's count of further copies. The payloads are
+/// [`first_copies`] does, with each row's count of further copies and its
+/// row (for [`RecordReader`]). The payloads are
 /// not read: every envelope column holds what the record says (see
 /// [`events_batch`]), so the `events` relation needs them only for
 /// `payload_json`.
-pub fn read_envelopes(
-    path: &str,
-    version: u64,
-    columns: &[&str],
-) -> Result<(RecordBatch, Vec<i64>), StoreError> {
+pub fn read_envelopes(path: &str, version: u64, columns: &[&str]) -> Result<Envelopes, StoreError> {
     if let Some(c) = columns.iter().find(|c| !TEXT_COLUMNS.contains(c)) {
         return Err(StoreError::Internal(format!("no envelope column {c}")));
     }
@@ -387,9 +337,24 @@ pub fn read_envelopes(
         .map(|&(b, r)| offsets[b as usize] + r)
         .collect();
     let all = arrow::compute::concat_batches(&schema, &read.batches).map_err(arrow_error)?;
-    let kept = arrow::compute::take_record_batch(&all, &arrow::array::UInt32Array::from(keep))
-        .map_err(arrow_error)?;
-    Ok((kept, read.duplicates))
+    let batch =
+        arrow::compute::take_record_batch(&all, &arrow::array::UInt32Array::from(keep.clone()))
+            .map_err(arrow_error)?;
+    Ok(Envelopes {
+        batch,
+        duplicates: read.duplicates,
+        rows: keep.into_iter().map(u64::from).collect(),
+    })
+}
+
+/// What [`read_envelopes`] read.
+pub struct Envelopes {
+    /// The columns, one row per event (first copies, storage order).
+    pub batch: RecordBatch,
+    /// How many further copies each event has.
+    pub duplicates: Vec<i64>,
+    /// Each event's row, for [`RecordReader`] (ascending).
+    pub rows: Vec<u64>,
 }
 
 fn arrow_error(e: arrow::error::ArrowError) -> StoreError {

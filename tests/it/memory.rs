@@ -420,9 +420,27 @@ fn reading_captured_traffic_does_not_hold_every_record() {
         ok(&o);
         let row: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(row["n"], sessions * 2 * CALLS, "{row}");
-        peaks.push((bytes >> 20, peak));
+        // The records themselves, through the `events` relation: read a
+        // batch at a time too, each exactly as stored.
+        let (o, records_peak) = run_measured_with(
+            dir.path(),
+            &[("MIMALLOC_PURGE_DELAY", "0")],
+            &[
+                "query",
+                ds.to_str().unwrap(),
+                "SELECT count(*) AS n, sum(length(payload_json)) AS bytes FROM dataset.events",
+                "--format",
+                "jsonl",
+                "-q",
+            ],
+        );
+        ok(&o);
+        let row: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(row["n"], sessions * 2 * CALLS, "{row}");
+        assert_eq!(row["bytes"], bytes, "{row}");
+        peaks.push((bytes >> 20, peak, records_peak));
     }
-    let [(small_mib, small), (large_mib, large)] = peaks[..] else {
+    let [(small_mib, small, small_records), (large_mib, large, large_records)] = peaks[..] else {
         unreachable!()
     };
     let bound = (large_mib - small_mib) / 2;
@@ -430,5 +448,10 @@ fn reading_captured_traffic_does_not_hold_every_record() {
         large <= small + bound,
         "projecting {large_mib} MiB of records peaked at {large} MiB, \
          {small_mib} MiB at {small} MiB (at most {bound} MiB more expected)"
+    );
+    assert!(
+        large_records <= small_records + bound,
+        "reading {large_mib} MiB of records peaked at {large_records} MiB, \
+         {small_mib} MiB at {small_records} MiB (at most {bound} MiB more expected)"
     );
 }
