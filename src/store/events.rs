@@ -223,25 +223,28 @@ impl RecordReader {
     }
 
     /// The records at `rows` (offsets in storage order, as
-    /// [`read_deduped`]'s batches count them), in the order asked.
-    pub fn records(&self, rows: &[u64]) -> Result<Vec<String>, StoreError> {
+    /// [`read_deduped`]'s batches count them), in the order asked, kept
+    /// in the buffers they were read into.
+    fn record_arrays(&self, rows: &[u64]) -> Result<RecordArrays, StoreError> {
         // Read in storage order, each row once; hand back in the order asked.
         let mut sorted = rows.to_vec();
         sorted.sort_unstable();
         sorted.dedup();
-        let mut texts: Vec<String> = Vec::with_capacity(sorted.len());
-        for a in self.read(&sorted)? {
-            texts.extend(a.iter().map(|t| t.unwrap_or_default().to_string()));
-        }
-        // Each text moves out when no row is asked twice.
-        let once = sorted.len() == rows.len();
-        rows.iter()
+        let arrays = self.read(&sorted)?;
+        // Where the i-th sorted row is: each read but the last holds
+        // RECORDS_PER_TAKE of them.
+        let place = |i: usize| {
+            let per = RECORDS_PER_TAKE;
+            ((i / per) as u32, (i % per) as u32)
+        };
+        let at = rows
+            .iter()
             .map(|r| match sorted.binary_search(r) {
-                Ok(i) if once => Ok(std::mem::take(&mut texts[i])),
-                Ok(i) => Ok(texts[i].clone()),
+                Ok(i) => Ok(place(i)),
                 Err(_) => Err(StoreError::Internal(format!("record {r} not read"))),
             })
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(RecordArrays { arrays, at })
     }
 
     /// The records at `rows` (ascending, each once) as one text column.
@@ -285,9 +288,29 @@ impl RecordReader {
 }
 
 impl crate::formats::events::RecordTexts for RecordReader {
-    fn texts(&self, rows: &[u64]) -> Result<Vec<std::borrow::Cow<'_, str>>, String> {
-        let texts = self.records(rows).map_err(|e| e.to_string())?;
-        Ok(texts.into_iter().map(std::borrow::Cow::Owned).collect())
+    fn texts(
+        &self,
+        rows: &[u64],
+    ) -> Result<Box<dyn crate::formats::events::TextList + '_>, String> {
+        let texts = self.record_arrays(rows).map_err(|e| e.to_string())?;
+        Ok(Box::new(texts))
+    }
+}
+
+/// Records as read: the column buffers Lance returned, and where each
+/// record asked for is in them, in the order asked.
+struct RecordArrays {
+    arrays: Vec<StringArray>,
+    at: Vec<(u32, u32)>,
+}
+
+impl crate::formats::events::TextList for RecordArrays {
+    fn len(&self) -> usize {
+        self.at.len()
+    }
+    fn get(&self, i: usize) -> &str {
+        let (a, r) = self.at[i];
+        self.arrays[a as usize].value(r as usize)
     }
 }
 

@@ -598,6 +598,7 @@ mod project;
 mod pruned;
 pub use project::{
     project, project_each, project_records, BadRecord, ProjectError, RecordTexts, StoredEvent,
+    TextList,
 };
 
 #[cfg(test)]

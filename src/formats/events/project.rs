@@ -2,7 +2,6 @@
 //! above): events grouped by session, calls paired by `call_id` and taken
 //! in `seq` order, each record parsed only when its call is folded in.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde_json::{json, Value};
@@ -65,21 +64,45 @@ pub trait RecordTexts: Sync {
     ///
     /// # Errors
     /// When the records cannot be read; the message says why.
-    fn texts(&self, rows: &[u64]) -> Result<Vec<Cow<'_, str>>, String>;
+    fn texts(&self, rows: &[u64]) -> Result<Box<dyn TextList + '_>, String>;
+}
+
+/// Texts by position, held however their reader keeps them (a reader of
+/// a table hands out its column buffers instead of a copy of each text).
+pub trait TextList: Sync {
+    /// How many texts.
+    fn len(&self) -> usize;
+    /// Whether there are none.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The `i`-th text.
+    fn get(&self, i: usize) -> &str;
+}
+
+impl TextList for Vec<&str> {
+    fn len(&self) -> usize {
+        <[&str]>::len(self)
+    }
+    fn get(&self, i: usize) -> &str {
+        self[i]
+    }
 }
 
 /// Records held in memory: row `i` is the `i`-th text.
 impl<S: AsRef<str> + Sync> RecordTexts for Vec<S> {
-    fn texts(&self, rows: &[u64]) -> Result<Vec<Cow<'_, str>>, String> {
-        rows.iter()
+    fn texts(&self, rows: &[u64]) -> Result<Box<dyn TextList + '_>, String> {
+        let texts = rows
+            .iter()
             .map(|&r| {
                 usize::try_from(r)
                     .ok()
                     .and_then(|r| self.get(r))
-                    .map(|t| Cow::Borrowed(t.as_ref()))
+                    .map(AsRef::as_ref)
                     .ok_or_else(|| format!("no record {r}"))
             })
-            .collect()
+            .collect::<Result<Vec<&str>, String>>()?;
+        Ok(Box::new(texts))
     }
 }
 
@@ -88,7 +111,7 @@ impl<S: AsRef<str> + Sync> RecordTexts for Vec<S> {
 struct Prefetched<'r> {
     /// Rows read, ascending.
     rows: Vec<u64>,
-    texts: Vec<Cow<'r, str>>,
+    texts: Box<dyn TextList + 'r>,
 }
 
 impl<'r> Prefetched<'r> {
@@ -101,13 +124,15 @@ impl<'r> Prefetched<'r> {
 }
 
 impl RecordTexts for Prefetched<'_> {
-    fn texts(&self, rows: &[u64]) -> Result<Vec<Cow<'_, str>>, String> {
-        rows.iter()
+    fn texts(&self, rows: &[u64]) -> Result<Box<dyn TextList + '_>, String> {
+        let texts = rows
+            .iter()
             .map(|r| match self.rows.binary_search(r) {
-                Ok(i) => Ok(Cow::Borrowed(&*self.texts[i])),
+                Ok(i) => Ok(self.texts.get(i)),
                 Err(_) => Err(format!("record {r} was not read")),
             })
-            .collect()
+            .collect::<Result<Vec<&str>, String>>()?;
+        Ok(Box::new(texts))
     }
 }
 
@@ -292,7 +317,10 @@ pub fn project_records(events: &[(&Value, i64)], source_path: &str) -> Vec<Story
 }
 
 /// The texts of `rows`, or why they could not be read.
-fn read<'r>(records: &'r dyn RecordTexts, rows: &[u64]) -> Result<Vec<Cow<'r, str>>, ProjectError> {
+fn read<'r>(
+    records: &'r dyn RecordTexts,
+    rows: &[u64],
+) -> Result<Box<dyn TextList + 'r>, ProjectError> {
     let texts = records.texts(rows).map_err(ProjectError::Read)?;
     if texts.len() == rows.len() {
         Ok(texts)
@@ -316,10 +344,10 @@ fn project_session(
     // the end.
     let ends = match events {
         [] => Vec::new(),
-        [only] => vec![parse(only, &read(records, &[only.row])?[0])?],
+        [only] => vec![parse(only, read(records, &[only.row])?.get(0))?],
         [first, .., last] => {
             let texts = read(records, &[first.row, last.row])?;
-            vec![parse(first, &texts[0])?, parse(last, &texts[1])?]
+            vec![parse(first, texts.get(0))?, parse(last, texts.get(1))?]
         }
     };
     let first = ends.first();
@@ -377,7 +405,7 @@ fn project_session(
             .flatten()
             .collect();
         let texts = read(records, &rows)?;
-        let mut texts = texts.iter().map(|t| &**t);
+        let mut texts = (0..texts.len()).map(|k| texts.get(k));
         let located: Vec<(Option<(usize, &str)>, Option<(usize, &str)>)> = calls
             .iter()
             .map(|&(_, req, resp)| {
@@ -696,7 +724,7 @@ mod tests {
     }
 
     impl RecordTexts for Counting<'_> {
-        fn texts(&self, rows: &[u64]) -> Result<Vec<Cow<'_, str>>, String> {
+        fn texts(&self, rows: &[u64]) -> Result<Box<dyn TextList + '_>, String> {
             use std::sync::atomic::Ordering::Relaxed;
             self.largest.fetch_max(rows.len(), Relaxed);
             self.total.fetch_add(rows.len(), Relaxed);
