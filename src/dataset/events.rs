@@ -58,11 +58,18 @@ impl Mounts {
             };
             for start in starts {
                 let len = step.min(n - start);
-                let payload = match &records {
-                    Some(r) => Some(
-                        r.column(&e.rows[start..start + len])
-                            .map_err(|err| SqlError::Internal(format!("events: {err}")))?,
-                    ),
+                let payload = match records
+                    .as_ref()
+                    .map(|r| r.column(&e.rows[start..start + len]))
+                {
+                    Some(Ok(p)) => Some(p),
+                    // A read that fails half-way is the store's failure, as
+                    // one that fails at the start: reported, or the query
+                    // fails when sources must all be read.
+                    Some(Err(err)) => {
+                        self.skip_or_fail(s, crate::catalog::read::store_failure(s, &err))?;
+                        break;
+                    }
                     None => None,
                 };
                 let b = e.batch.slice(start, len);
