@@ -692,9 +692,15 @@ pub(super) fn project_events(
     use crate::store::StoreError;
     use arrow::array::{Array, Int64Array, StringArray};
     let (path, version) = events_table(src)?;
-    let read =
-        crate::store::events::read_deduped(&path, version, &["session_id", "call_id", "kind"])
-            .map_err(|e| store_failure(src, &e))?;
+    // Where records are read whole (S3), they come with the envelopes, in
+    // the same scan.
+    let whole = crate::store::events::reads_whole(&path);
+    let mut wanted = vec!["session_id", "call_id", "kind"];
+    if whole {
+        wanted.push("payload_json");
+    }
+    let read = crate::store::events::read_deduped(&path, version, &wanted)
+        .map_err(|e| store_failure(src, &e))?;
     let corrupt = |what: &str| store_failure(src, &StoreError::Corrupt(format!("events: {what}")));
     // Per batch: its first row's offset, seq, timestamp, session_id,
     // call_id, kind.
@@ -746,7 +752,12 @@ pub(super) fn project_events(
         wal_pending_events: None,
     };
     // The records are read as their sessions are projected.
-    let records = events_records(src)?;
+    let records = if whole {
+        crate::store::events::RecordReader::held(&read.batches, 6)
+            .map_err(|e| store_failure(src, &e))?
+    } else {
+        events_records(src)?
+    };
     formats::events::project_each(&events, &records, &src.source_path, sink).map_err(
         |e| match e {
             formats::events::ProjectError::Record(e) => {

@@ -198,6 +198,12 @@ pub fn read_deduped(
 /// read, few enough that a request holds a few MiB of records.
 const RECORDS_PER_TAKE: usize = 2048;
 
+/// Whether the records of the events table at `path` are read whole, in
+/// storage order, rather than by row: on S3 (see [`RecordReader::open`]).
+pub fn reads_whole(path: &str) -> bool {
+    path.starts_with("s3://")
+}
+
 /// The `payload_json` of chosen rows of an events table at a pinned
 /// version, read on demand: the projection of captured traffic reads the
 /// envelope columns of every event, then the records a few sessions or
@@ -227,25 +233,11 @@ impl RecordReader {
     /// to project by row on a loopback S3 server, 1.0 s read whole).
     pub fn open(path: &str, version: u64) -> Result<Self, StoreError> {
         let p = path.to_string();
-        if path.starts_with("s3://") {
+        if reads_whole(path) {
             let batches = reads_runtime().block_on(async move {
                 lance_io::scan(&p, version, &["payload_json"], None).await
             })?;
-            let (mut held, mut starts, mut at) = (Vec::new(), Vec::new(), 0u64);
-            for b in batches {
-                let a = b
-                    .column(0)
-                    .as_any()
-                    .downcast_ref::<StringArray>()
-                    .ok_or_else(|| {
-                        StoreError::Corrupt("events: `payload_json` is not Utf8".into())
-                    })?
-                    .clone();
-                starts.push(at);
-                at += a.len() as u64;
-                held.push(a);
-            }
-            return Ok(RecordReader::Held(held, starts));
+            return Self::held(&batches, 0);
         }
         let ds = reads_runtime().block_on(async move { lance_io::open_at(&p, version).await })?;
         let projection = lance::dataset::ProjectionRequest::from_schema(
@@ -257,6 +249,24 @@ impl RecordReader {
             ds: Box::new(ds),
             projection,
         })
+    }
+
+    /// The records in column `column` of `batches` (a whole table's, in
+    /// storage order), held.
+    pub fn held(batches: &[RecordBatch], column: usize) -> Result<Self, StoreError> {
+        let (mut held, mut starts, mut at) = (Vec::new(), Vec::new(), 0u64);
+        for b in batches {
+            let a = b
+                .column(column)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .ok_or_else(|| StoreError::Corrupt("events: `payload_json` is not Utf8".into()))?
+                .clone();
+            starts.push(at);
+            at += a.len() as u64;
+            held.push(a);
+        }
+        Ok(RecordReader::Held(held, starts))
     }
 
     /// The records at `rows` (offsets in storage order, as
