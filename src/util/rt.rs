@@ -66,15 +66,7 @@ const BLOCKING_THREADS: usize = 4;
 /// The process-wide runtime (two worker threads, started on first use).
 pub fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .max_blocking_threads(BLOCKING_THREADS)
-            .thread_name("pchronicle-io")
-            .enable_all()
-            .build()
-            .expect("the Tokio runtime starts")
-    })
+    RT.get_or_init(|| start(2, "pchronicle-io"))
 }
 
 /// A runtime for Lance reads made while a store is being written. The
@@ -85,13 +77,16 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
 /// of captured traffic reads the events' records while it writes.
 pub fn reads_runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .max_blocking_threads(BLOCKING_THREADS)
-            .thread_name("pchronicle-read")
-            .enable_all()
-            .build()
-            .expect("the Tokio runtime starts")
-    })
+    RT.get_or_init(|| start(1, "pchronicle-read"))
+}
+
+/// A runtime of `workers` threads named `name`, with [`BLOCKING_THREADS`].
+fn start(workers: usize, name: &str) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .max_blocking_threads(BLOCKING_THREADS)
+        .thread_name(name)
+        .enable_all()
+        .build()
+        .expect("the Tokio runtime starts")
 }

@@ -389,6 +389,26 @@ fn captured(dir: &Path, sessions: usize, calls: usize) -> u64 {
     bytes
 }
 
+/// The one row `sql` gives over the Dataset `ds`, and the query's peak
+/// resident memory (MiB) with memory returned to the system as soon as
+/// it is freed.
+fn query_peak(home: &Path, ds: &Path, sql: &str) -> (serde_json::Value, u64) {
+    let (o, peak) = run_measured_with(
+        home,
+        &[("MIMALLOC_PURGE_DELAY", "0")],
+        &[
+            "query",
+            ds.to_str().unwrap(),
+            sql,
+            "--format",
+            "jsonl",
+            "-q",
+        ],
+    );
+    ok(&o);
+    (serde_json::from_slice(&o.stdout).unwrap(), peak)
+}
+
 #[test]
 fn reading_captured_traffic_does_not_hold_every_record() {
     const CALLS: usize = 10;
@@ -405,37 +425,15 @@ fn reading_captured_traffic_does_not_hold_every_record() {
         let ds = dir.path().join(name);
         std::fs::create_dir_all(&ds).unwrap();
         let bytes = captured(&ds, sessions, CALLS);
-        let (o, peak) = run_measured_with(
-            dir.path(),
-            &[("MIMALLOC_PURGE_DELAY", "0")],
-            &[
-                "query",
-                ds.to_str().unwrap(),
-                "SELECT count(*) AS n FROM dataset.steps",
-                "--format",
-                "jsonl",
-                "-q",
-            ],
-        );
-        ok(&o);
-        let row: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let (row, peak) = query_peak(dir.path(), &ds, "SELECT count(*) AS n FROM dataset.steps");
         assert_eq!(row["n"], sessions * 2 * CALLS, "{row}");
         // The records themselves, through the `events` relation: read a
         // batch at a time too, each exactly as stored.
-        let (o, records_peak) = run_measured_with(
+        let (row, records_peak) = query_peak(
             dir.path(),
-            &[("MIMALLOC_PURGE_DELAY", "0")],
-            &[
-                "query",
-                ds.to_str().unwrap(),
-                "SELECT count(*) AS n, sum(length(payload_json)) AS bytes FROM dataset.events",
-                "--format",
-                "jsonl",
-                "-q",
-            ],
+            &ds,
+            "SELECT count(*) AS n, sum(length(payload_json)) AS bytes FROM dataset.events",
         );
-        ok(&o);
-        let row: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(row["n"], sessions * 2 * CALLS, "{row}");
         assert_eq!(row["bytes"], bytes, "{row}");
         peaks.push((bytes >> 20, peak, records_peak));

@@ -679,18 +679,7 @@ mod tests {
         fn stored<'a>(
             rs: &'a [(i64, String, String, &'static str, String)],
         ) -> (Vec<StoredEvent<'a>>, Vec<&'a str>) {
-            let events = rs
-                .iter()
-                .zip(0u64..)
-                .map(|((seq, s, c, k, _), row)| StoredEvent {
-                    seq: *seq,
-                    session_id: s,
-                    call_id: c,
-                    kind: k,
-                    duplicates: 0,
-                    row,
-                })
-                .collect();
+            let events = stored_events(rs.iter().map(|(seq, s, c, k, _)| (*seq, &**s, &**c, *k)));
             (events, rs.iter().map(|r| r.4.as_str()).collect())
         }
         let mut seen = Vec::new();
@@ -714,6 +703,22 @@ mod tests {
         };
         assert_eq!(err.seq, records[last].0);
         assert!(out > 0 && out < sessions, "{out}");
+    }
+
+    /// Events of (seq, session, call, kind), their records at rows 0, 1, ….
+    fn stored_events<'a>(
+        keys: impl Iterator<Item = (i64, &'a str, &'a str, &'a str)>,
+    ) -> Vec<StoredEvent<'a>> {
+        keys.zip(0u64..)
+            .map(|((seq, session_id, call_id, kind), row)| StoredEvent {
+                seq,
+                session_id,
+                call_id,
+                kind,
+                duplicates: 0,
+                row,
+            })
+            .collect()
     }
 
     /// Records held by a reader that counts what it is asked for.
@@ -760,18 +765,7 @@ mod tests {
                 }
             }
         }
-        let events: Vec<StoredEvent<'_>> = keys
-            .iter()
-            .zip(0u64..)
-            .map(|((seq, s, c, k), row)| StoredEvent {
-                seq: *seq,
-                session_id: s,
-                call_id: c,
-                kind: k,
-                duplicates: 0,
-                row,
-            })
-            .collect();
+        let events = stored_events(keys.iter().map(|(seq, s, c, k)| (*seq, *s, &**c, *k)));
         let reader = Counting {
             texts: &texts,
             largest: 0.into(),
