@@ -11,16 +11,32 @@
 //! or unreadable is built again from the events. It is written under a
 //! private name and renamed into place, so a crash mid-build leaves no
 //! projection that looks whole.
+//!
+//! A version appended to one that has a projection extends that
+//! projection's tables instead of projecting every session again: the
+//! trajectories of the sessions that changed, and those after them, are
+//! deleted and projected anew (see `read::Since`). The new version's
+//! projection is then a directory of its own holding only its `CURRENT`,
+//! which pins the new table versions, and links to the tables of the
+//! directory they live in (its `base`). Earlier versions stay readable at
+//! theirs. After [`MAX_EXTENSIONS`] extensions, or when the table was not
+//! only appended to, the projection is built whole again.
 
 use std::path::{Path, PathBuf};
 
-use super::read::{project_events, ReadFailure};
+use super::read::{events_table, project_events, ReadFailure, Since};
 use super::{EventsSummary, ReadConsistency, Source, SourceKind, SourceStatus};
 use crate::formats::SourceFormat;
-use crate::store::{StoreWriter, StorylineLanceStore};
+use crate::store::{Current, StoreWriter, StorylineLanceStore};
 
 /// Bumped when what a projection holds changes, so older ones are not read.
-const LAYOUT: u32 = 1;
+/// Layout 2 orders sessions by their last row (layout 1 by their first).
+const LAYOUT: u32 = 2;
+
+/// Extensions of one projection's tables before it is built whole again:
+/// each adds a data file per table and marks the rows it replaced, which
+/// later reads skip.
+const MAX_EXTENSIONS: u32 = 32;
 
 /// The manifest beside a projection's tables.
 const MANIFEST: &str = "projection.json";
@@ -45,6 +61,13 @@ struct Manifest {
     version: u64,
     summary: EventsSummary,
     newest_ms: Option<i64>,
+    /// The directory (beside this one) whose tables this projection's
+    /// `CURRENT` pins, when it is an extension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    base: Option<String>,
+    /// Extensions since the base was built whole.
+    #[serde(default)]
+    extensions: u32,
 }
 
 /// Where the events table of `src` lives (a local path or an S3 URI).
@@ -78,12 +101,21 @@ pub fn projection(src: &Source) -> Result<Option<Projection>, ReadFailure> {
     if std::fs::create_dir_all(&dir).is_err() {
         return Ok(None);
     }
-    let manifest = match build(&dir, &at, src, &events, version) {
-        Ok(m) => m,
+    let extended = match extend(&dir, &at, src, &events, version) {
+        Ok(done) => done,
         Err(Failed::Read(f)) => return Err(f),
-        // The cache is a convenience: when it cannot be written, read
-        // without it (the events are projected again, in memory).
-        Err(Failed::Write) => return Ok(None),
+        // Built whole instead.
+        Err(Failed::Write) => None,
+    };
+    let manifest = match extended {
+        Some(m) => m,
+        None => match build(&dir, &at, src, &events, version) {
+            Ok(m) => m,
+            Err(Failed::Read(f)) => return Err(f),
+            // The cache is a convenience: when it cannot be written, read
+            // without it (the events are projected again, in memory).
+            Err(Failed::Write) => return Ok(None),
+        },
     };
     prune(&dir, version);
     Ok(open(&at, src, &manifest.events, version))
@@ -137,31 +169,20 @@ fn build(
     events: &str,
     version: u64,
 ) -> Result<Manifest, Failed> {
-    let tmp = dir.join(format!(
-        ".build-{}-{}",
-        std::process::id(),
-        chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0)
-    ));
-    // An interrupted command removes its unfinished build.
-    crate::util::interrupt::remove_on_interrupt(&tmp);
-    let written = (|| -> Result<Manifest, Failed> {
+    publish(dir, at, |tmp| {
         let write = |_: crate::store::StoreError| Failed::Write;
         // The writer starts with the first trajectory, once the events are
         // read: its tables wait on the runtime that reads them.
         let mut w: Option<StoreWriter> = None;
         let mut failed = None;
-        let projected = project_events(src, &mut |mut d| {
+        let projected = project_events(src, None, &mut |d| {
             if failed.is_some() {
                 return;
             }
-            // A store keeps each document's origin; read in memory, the
-            // captured sessions have the events store as theirs.
-            if d.origin_path.is_none() {
-                d.origin_path = Some(src.source_path.clone());
-            }
             let pushed = match &mut w {
-                Some(w) => w.push(d),
-                None => StoreWriter::create(&tmp).and_then(|new| w.insert(new).push(d)),
+                Some(w) => w.push(with_origin(d, src)),
+                None => StoreWriter::create(tmp)
+                    .and_then(|new| w.insert(new).push(with_origin(d, src))),
             };
             failed = pushed.err();
         })
@@ -171,20 +192,196 @@ fn build(
         }
         let w = match w {
             Some(w) => w,
-            None => StoreWriter::create(&tmp).map_err(write)?,
+            None => StoreWriter::create(tmp).map_err(write)?,
         };
         w.finish().map_err(write)?;
-        let manifest = Manifest {
+        Ok(Manifest {
             layout: LAYOUT,
             events: events.to_string(),
             version,
             summary: projected.summary,
             newest_ms: projected.newest_ms,
+            base: None,
+            extensions: 0,
+        })
+    })
+}
+
+/// A store keeps each document's origin; read in memory, the captured
+/// sessions have the events store as theirs.
+fn with_origin(mut d: crate::formats::model::Storyline, src: &Source) -> crate::formats::model::Storyline {
+    if d.origin_path.is_none() {
+        d.origin_path = Some(src.source_path.clone());
+    }
+    d
+}
+
+/// Extend the projection of the newest earlier version in `dir` to
+/// `version`, when the events table was only appended to since: its
+/// tables lose the trajectories from the first session that changed on and
+/// get those sessions' and the new ones', and `at` pins the result.
+/// `None` when there is nothing to extend, it was extended too often, its
+/// tables are being extended by another process (or were left half-way by
+/// one that stopped), or the events table was rewritten: the caller builds
+/// the projection whole.
+fn extend(
+    dir: &Path,
+    at: &Path,
+    src: &Source,
+    events: &str,
+    version: u64,
+) -> Result<Option<Manifest>, Failed> {
+    let Some((from, before)) = newest_before(dir, events, version) else {
+        return Ok(None);
+    };
+    if before.extensions >= MAX_EXTENSIONS {
+        return Ok(None);
+    }
+    let base_name = match &before.base {
+        Some(b) => b.clone(),
+        None => file_name(&from),
+    };
+    let base = dir.join(&base_name);
+    // One extension of a base's tables at a time.
+    let Some(_lock) = Lock::try_new(&base.join(".extend.lock")) else {
+        return Ok(None);
+    };
+    let Ok(pinned) = Current::read(&from) else {
+        return Ok(None);
+    };
+    let (path, _) = events_table(src).map_err(Failed::Read)?;
+    let Ok(Some(rows)) = crate::store::events::appended_since(&path, before.version, version)
+    else {
+        return Ok(None);
+    };
+    if rows != before.summary.stored_rows {
+        return Ok(None);
+    }
+    let since = Since {
+        rows,
+        kept: std::cell::Cell::new(0),
+        earlier_sessions: std::cell::Cell::new(0),
+    };
+    // The earlier projection has a trajectory per session, in order.
+    let matches = || since.earlier_sessions.get() == before.summary.sessions;
+    let manifest = publish(dir, at, |tmp| {
+        let mut w: Option<StoreWriter> = None;
+        let mut failed = None;
+        let projected = project_events(src, Some(&since), &mut |d| {
+            if failed.is_some() {
+                return;
+            }
+            let pushed = match &mut w {
+                Some(w) => w.push(with_origin(d, src)),
+                None if matches() => StoreWriter::resume(&base, &pinned, since.kept.get())
+                    .and_then(|new| w.insert(new).push(with_origin(d, src))),
+                None => Err(crate::store::StoreError::Internal(
+                    "the earlier projection has other sessions".into(),
+                )),
+            };
+            failed = pushed.err();
+        })
+        .map_err(Failed::Read)?;
+        if failed.is_some() || !matches() {
+            return Err(Failed::Write);
+        }
+        let current = match w {
+            Some(w) => w.finish().ok().and_then(|s| s.current),
+            // No trajectory changed: the tables as they were.
+            None if since.kept.get() == before.summary.sessions => Some(pinned.clone()),
+            None => None,
         };
+        let current = current.ok_or(Failed::Write)?;
+        std::fs::create_dir(tmp).map_err(|_| Failed::Write)?;
+        for name in ["generations", "objects.lance"] {
+            let target = Path::new("..").join(&base_name).join(name);
+            std::os::unix::fs::symlink(target, tmp.join(name)).map_err(|_| Failed::Write)?;
+        }
+        current.write(tmp).map_err(|_| Failed::Write)?;
+        Ok(Manifest {
+            layout: LAYOUT,
+            events: events.to_string(),
+            version,
+            summary: projected.summary,
+            newest_ms: projected.newest_ms,
+            base: Some(base_name.clone()),
+            extensions: before.extensions + 1,
+        })
+    });
+    match manifest {
+        Ok(m) => Ok(Some(m)),
+        Err(Failed::Read(f)) => Err(Failed::Read(f)),
+        Err(Failed::Write) => Ok(None),
+    }
+}
+
+/// The projection in `dir` of the newest version of `events` before
+/// `version`, and its manifest.
+fn newest_before(dir: &Path, events: &str, version: u64) -> Option<(PathBuf, Manifest)> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let v = e.file_name().to_str()?.strip_prefix('v')?.parse::<u64>().ok()?;
+            (v < version).then(|| e.path())
+        })
+        .filter_map(|p| {
+            let m: Manifest =
+                serde_json::from_slice(&std::fs::read(p.join(MANIFEST)).ok()?).ok()?;
+            (m.layout == LAYOUT && m.events == events && m.version < version).then_some((p, m))
+        })
+        .max_by_key(|(_, m)| m.version)
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// An exclusive lock on a file, released on drop.
+struct Lock(std::fs::File);
+
+impl Lock {
+    /// `None` when another process holds it (or it cannot be made).
+    fn try_new(path: &Path) -> Option<Lock> {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .ok()?;
+        f.try_lock().ok()?;
+        Some(Lock(f))
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
+}
+
+/// Fill a directory under a private name in `dir` (`fill` creates it),
+/// write its manifest, then rename it to `at`. Another process that made
+/// the same version first wins; ours is removed.
+fn publish(
+    dir: &Path,
+    at: &Path,
+    fill: impl FnOnce(&Path) -> Result<Manifest, Failed>,
+) -> Result<Manifest, Failed> {
+    let tmp = dir.join(format!(
+        ".build-{}-{}",
+        std::process::id(),
+        chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0)
+    ));
+    // An interrupted command removes its unfinished build.
+    crate::util::interrupt::remove_on_interrupt(&tmp);
+    let written = fill(&tmp).and_then(|manifest| {
         let bytes = serde_json::to_vec(&manifest).map_err(|_| Failed::Write)?;
         crate::util::fs::write_atomic(&tmp.join(MANIFEST), &bytes).map_err(|_| Failed::Write)?;
         Ok(manifest)
-    })();
+    });
     crate::util::interrupt::settle(&tmp, || {
         let published = written.and_then(|manifest| {
             if at.exists() {
@@ -205,8 +402,9 @@ fn build(
 
 /// Remove projections of versions older than the one before `version`
 /// once they are an hour old (a command still reading an older version,
-/// such as a running server, keeps its files meanwhile), and builds that a
-/// crash left behind more than an hour ago.
+/// such as a running server, keeps its files meanwhile), unless a kept one
+/// extends their tables, and builds that a crash left behind more than an
+/// hour ago.
 fn prune(dir: &Path, version: u64) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -228,8 +426,20 @@ fn prune(dir: &Path, version: u64) {
         .map(|(v, _)| *v)
         .next()
         .unwrap_or(version);
-    for (v, p) in versions {
-        if v < keep_from && older_than_an_hour(&p) {
+    let (gone, kept): (Vec<_>, Vec<_>) = versions
+        .into_iter()
+        .partition(|(v, p)| *v < keep_from && older_than_an_hour(p));
+    // The tables of an extension stay with the directory they are in.
+    let bases: Vec<String> = kept
+        .iter()
+        .filter_map(|(_, p)| {
+            let m: Manifest =
+                serde_json::from_slice(&std::fs::read(p.join(MANIFEST)).ok()?).ok()?;
+            m.base
+        })
+        .collect();
+    for (_, p) in gone {
+        if !bases.contains(&file_name(&p)) {
             let _ = std::fs::remove_dir_all(p);
         }
     }

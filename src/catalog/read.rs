@@ -637,7 +637,7 @@ fn read_store(
 }
 
 /// Where the events table of `src` is and the version discovery pinned.
-fn events_table(src: &Source) -> Result<(String, u64), ReadFailure> {
+pub(super) fn events_table(src: &Source) -> Result<(String, u64), ReadFailure> {
     let path = match &src.object {
         Some(o) => format!("s3://{}/{}", o.bucket, o.key.trim_end_matches('/')),
         None if src.abs_path.as_os_str().is_empty() => {
@@ -685,8 +685,12 @@ pub fn events_records(src: &Source) -> Result<crate::store::events::RecordReader
 /// `formats::events`), each passed to `sink` as it is projected, and what
 /// the store holds. `newest_ms` is the time of the newest event, from which
 /// a reader works out the lag.
+///
+/// With `since`, only the sessions after the first that changed since an
+/// earlier version are projected (see [`Since`]).
 pub(super) fn project_events(
     src: &Source,
+    since: Option<&Since>,
     sink: &mut dyn FnMut(Storyline),
 ) -> Result<ProjectedEvents, ReadFailure> {
     use crate::store::StoreError;
@@ -721,7 +725,7 @@ pub(super) fn project_events(
     let mut newest: Option<i64> = None;
     let mut sessions: HashSet<&str> = HashSet::new();
     let mut events = Vec::with_capacity(read.kept.len());
-    for (&(b, r), &duplicates) in read.kept.iter().zip(&read.duplicates) {
+    for ((&(b, r), &duplicates), &last) in read.kept.iter().zip(&read.duplicates).zip(&read.last) {
         let (first, seq, ts, sid, cid, kind) = columns[b as usize];
         let row = first + u64::from(r);
         let r = r as usize;
@@ -735,6 +739,7 @@ pub(super) fn project_events(
             kind: or_empty(kind, r),
             duplicates,
             row,
+            last,
         });
     }
     let duplicates: i64 = read.duplicates.iter().sum();
@@ -758,7 +763,17 @@ pub(super) fn project_events(
     } else {
         events_records(src)?
     };
-    formats::events::project_each(&events, &records, &src.source_path, sink).map_err(
+    let sessions = formats::events::sessions(&events);
+    let kept = match since {
+        Some(since) => {
+            let (kept, earlier) = unchanged_sessions(&sessions, since.rows);
+            since.kept.set(kept as u64);
+            since.earlier_sessions.set(earlier);
+            kept
+        }
+        None => 0,
+    };
+    formats::events::project_each(&sessions[kept..], &records, &src.source_path, sink).map_err(
         |e| match e {
             formats::events::ProjectError::Record(e) => {
                 corrupt(&format!("payload_json of seq {}: {}", e.seq, e.message))
@@ -770,6 +785,31 @@ pub(super) fn project_events(
         summary,
         newest_ms: newest,
     })
+}
+
+/// Of `sessions` (in projection order), how many lead the projection of
+/// the table's first `rows` rows unchanged, and how many sessions those rows
+/// held. A session with a row at or past `rows` moved after every session
+/// without one; the sessions whose last row comes before the last earlier
+/// row of every session that moved are in the same places in both.
+fn unchanged_sessions(sessions: &[formats::events::Session<'_>], rows: u64) -> (usize, u64) {
+    let earlier = sessions.iter().filter(|s| s.first_row < rows).count() as u64;
+    // The last row before `rows` of a session that moved, or a row before
+    // it: an event whose copies straddle `rows` counts its first.
+    let last_before = |s: &formats::events::Session<'_>| {
+        s.events
+            .iter()
+            .filter(|e| e.row < rows)
+            .map(|e| if e.last < rows { e.last } else { e.row })
+            .max()
+    };
+    let moved = sessions
+        .iter()
+        .filter(|s| s.last_row >= rows)
+        .filter_map(last_before)
+        .min()
+        .unwrap_or(rows);
+    (sessions.partition_point(|s| s.last_row < moved), earlier)
 }
 
 /// Row `r` of `a`, or `""` when null.
@@ -786,6 +826,21 @@ fn or_empty(a: &arrow::array::StringArray, r: usize) -> &str {
 pub(super) struct ProjectedEvents {
     pub(super) summary: EventsSummary,
     pub(super) newest_ms: Option<i64>,
+}
+
+/// An earlier version of the events table, of which the one read is an
+/// append (see `store::events::appended_since`). Sessions are projected
+/// in order of their last row (see `formats::events::sessions`), so the
+/// earlier version's projection has this one's first `kept` trajectories
+/// in the same places; only the sessions after them are projected. Both
+/// counts are set before the first trajectory is handed on.
+pub(super) struct Since {
+    /// The earlier version's rows.
+    pub(super) rows: u64,
+    /// Leading trajectories of the earlier projection that stay.
+    pub(super) kept: std::cell::Cell<u64>,
+    /// Sessions the earlier version held (its projection's trajectories).
+    pub(super) earlier_sessions: std::cell::Cell<u64>,
 }
 
 /// `summary` with the lag from its newest event to now.
@@ -809,7 +864,7 @@ fn read_events(src: &Source, sink: &mut dyn FnMut(Storyline)) -> Result<SourceRe
     }
     let mut counts = SourceCounts::default();
     let mut runs: HashSet<String> = HashSet::new();
-    let p = project_events(src, &mut |d| {
+    let p = project_events(src, None, &mut |d| {
         counts.trajectories += 1;
         counts.steps += d.turns.len() as u64;
         counts.tool_calls += d.tool_call_count() as u64;

@@ -112,26 +112,74 @@ pub fn latest_version(path: &str) -> Result<Option<u64>, StoreError> {
     runtime().block_on(async move { lance_io::latest_version(&p).await })
 }
 
+/// How many rows `path@old` had, when `path@new` holds them unchanged, in
+/// the same place, followed only by appended rows (the Gateway only
+/// appends); `None` when the table was rewritten, compacted or had rows
+/// deleted in between, or `old` is gone.
+pub fn appended_since(path: &str, old: u64, new: u64) -> Result<Option<u64>, StoreError> {
+    let p = path.to_string();
+    let (before, after) = runtime().block_on(async move {
+        let Ok(before) = lance_io::open_at(&p, old).await else {
+            return Ok::<_, StoreError>((None, None));
+        };
+        let after = lance_io::open_at(&p, new).await?;
+        Ok((
+            Some(before.fragments().to_vec()),
+            Some(after.fragments().to_vec()),
+        ))
+    })?;
+    let (Some(before), Some(after)) = (before, after) else {
+        return Ok(None);
+    };
+    if old > new || before.len() > after.len() {
+        return Ok(None);
+    }
+    let same = |a: &lance::table::format::Fragment, b: &lance::table::format::Fragment| {
+        a.id == b.id
+            && a.files == b.files
+            && a.physical_rows == b.physical_rows
+            && a.deletion_file.is_none()
+            && b.deletion_file.is_none()
+    };
+    if !before.iter().zip(&after).all(|(a, b)| same(a, b)) {
+        return Ok(None);
+    }
+    Ok(before
+        .iter()
+        .map(|f| f.physical_rows.map(|n| n as u64))
+        .sum::<Option<u64>>())
+}
+
 /// Of events with these ids (in storage order), the positions of the first
-/// copy of each id (events without an id are all kept) and how many further
-/// copies each has: at-least-once capture can store an event twice after a
-/// crash, and readers see it once, in the place of its first copy.
-fn first_copies<'a>(ids: impl Iterator<Item = Option<&'a str>>) -> (Vec<u32>, Vec<i64>) {
+/// copy of each id (events without an id are all kept), how many further
+/// copies each has, and the position of its last copy: at-least-once
+/// capture can store an event twice after a crash, and readers see it once,
+/// in the place of its first copy.
+fn first_copies<'a>(ids: impl Iterator<Item = Option<&'a str>>) -> Copies {
     let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-    let mut keep: Vec<u32> = Vec::new();
-    let mut dups: Vec<i64> = Vec::new();
+    let mut c = Copies::default();
     for (i, id) in ids.enumerate() {
         if let Some(id) = id {
             if let Some(&k) = index.get(id) {
-                dups[k] += 1;
+                c.duplicates[k] += 1;
+                c.last[k] = i as u64;
                 continue;
             }
-            index.insert(id, keep.len());
+            index.insert(id, c.keep.len());
         }
-        keep.push(i as u32);
-        dups.push(0);
+        c.keep.push(i as u32);
+        c.duplicates.push(0);
+        c.last.push(i as u64);
     }
-    (keep, dups)
+    c
+}
+
+/// What [`first_copies`] finds, one entry per kept event.
+#[derive(Default)]
+struct Copies {
+    keep: Vec<u32>,
+    duplicates: Vec<i64>,
+    last: Vec<u64>,
 }
 
 /// Columns of `path@version` with the first copy of each event marked (see
@@ -144,6 +192,9 @@ pub struct DedupedColumns {
     pub kept: Vec<(u32, u32)>,
     /// How many further copies each kept event has.
     pub duplicates: Vec<i64>,
+    /// The row (counted over the whole table, in storage order) of each kept
+    /// event's last copy: its own when it has no other.
+    pub last: Vec<u64>,
 }
 
 /// Columns `seq`, `timestamp_unix_ms`, `event_id`, then `columns` (envelope
@@ -181,16 +232,21 @@ pub fn read_deduped(
         .iter()
         .flat_map(|&(b, n, _)| (0..n).map(move |r| (b, r)))
         .collect();
-    let (keep, duplicates) = first_copies(
+    let copies = first_copies(
         ids.iter()
             .flat_map(|&(_, _, a)| (0..a.len()).map(move |r| (!a.is_null(r)).then(|| a.value(r)))),
     );
-    let kept = keep.into_iter().map(|i| positions[i as usize]).collect();
+    let kept = copies
+        .keep
+        .into_iter()
+        .map(|i| positions[i as usize])
+        .collect();
     drop(ids);
     Ok(DedupedColumns {
         batches,
         kept,
-        duplicates,
+        duplicates: copies.duplicates,
+        last: copies.last,
     })
 }
 

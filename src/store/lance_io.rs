@@ -94,22 +94,6 @@ fn file_writer_options(schema: &SchemaRef) -> lance_file::writer::FileWriterOpti
 /// peaks at 200 MiB, as fast (docs/benchmarks.md).
 const ROWS_PER_FILE: usize = 1 << 16;
 
-/// Create a new Lance dataset at `path` from the batches the channel yields;
-/// returns its version.
-pub async fn create_table(path: &str, reader: ChannelReader) -> Result<u64, StoreError> {
-    let params = WriteParams {
-        mode: WriteMode::Create,
-        max_rows_per_file: ROWS_PER_FILE,
-        session: session_for(path)?,
-        file_writer_options: Some(file_writer_options(&reader.schema)),
-        ..Default::default()
-    };
-    let ds = Dataset::write(reader, path, Some(params))
-        .await
-        .map_err(lance_err)?;
-    Ok(ds.version().version)
-}
-
 /// Append the batches the channel yields to the Lance table at `path`
 /// (created when `exists` is false); returns the new version.
 pub async fn append_table(

@@ -195,7 +195,7 @@ impl ObjectReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::lance_io::{create_table, runtime, ChannelReader};
+    use crate::store::lance_io::{append_table, runtime, ChannelReader};
     use crate::store::objects::{is_descriptor, resolve, ObjectSink, OBJECT_INLINE_LIMIT};
     use arrow::array::{Array, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
@@ -239,7 +239,7 @@ mod tests {
         tx.send(objects).unwrap();
         drop(tx);
         let version = runtime()
-            .block_on(create_table(&path, ChannelReader { schema, rx }))
+            .block_on(append_table(&path, ChannelReader { schema, rx }, false))
             .unwrap();
         let ids = crate::store::objects::referenced_ids(std::slice::from_ref(&stored));
         assert_eq!(ids.len(), texts.len());
@@ -290,7 +290,7 @@ mod tests {
         tx.send(batch).unwrap();
         drop(tx);
         let version = runtime()
-            .block_on(create_table(&path, ChannelReader { schema, rx }))
+            .block_on(append_table(&path, ChannelReader { schema, rx }, false))
             .unwrap();
         assert!(runtime()
             .block_on(ObjectReader::open(&path, version))

@@ -13,7 +13,7 @@ use lance_index::scalar::ScalarIndexParams;
 use lance_index::IndexType;
 
 use super::current::{new_generation, sync_dir, Committed, Current, STORE_SCHEMA_VERSION};
-use super::lance_io::{create_table, lance_err, open_at, runtime, ChannelReader};
+use super::lance_io::{append_table, lance_err, open_at, runtime, ChannelReader};
 use super::mirrors::MirrorCheck;
 use super::objects::{referenced_ids, ObjectSink};
 use super::schema::{dir_name, objects_schema, stored_columns, table_schema, STORE_TABLES};
@@ -39,6 +39,9 @@ pub struct WriteSummary {
     pub objects: u64,
     /// The generation committed.
     pub generation: String,
+    /// The pointer committed.
+    #[serde(skip)]
+    pub current: Option<Current>,
 }
 
 /// Table versions, and the objects table's error (it matters only when
@@ -49,6 +52,10 @@ type Versions = ([Option<u64>; 4], Option<StoreError>);
 pub struct StoreWriter {
     root: PathBuf,
     generation: String,
+    /// The directory of the tables under `generations/`.
+    table_generation: String,
+    /// The revision and snapshot a resumed writer goes on from.
+    parent: Option<(u64, Committed)>,
     builders: Vec<TableBuilder>,
     senders: Vec<SyncSender<arrow::record_batch::RecordBatch>>,
     worker: Option<JoinHandle<Result<Versions, StoreError>>>,
@@ -95,13 +102,86 @@ impl StoreWriter {
         std::fs::create_dir(root).map_err(io)?;
         let generation = new_generation(0);
         std::fs::create_dir_all(root.join("generations").join(&generation)).map_err(io)?;
+        let tables = generation.clone();
+        Self::start(root, generation, &tables, layout, [false; 4], None)
+    }
+
+    /// Go on writing the store at `root` from the snapshot `current`
+    /// pins, less its documents from position `keep` on: the documents
+    /// pushed then follow its first `keep`, and `finish` returns the
+    /// result as a new snapshot of the same tables in
+    /// [`WriteSummary::current`], without publishing it in `root`'s
+    /// `CURRENT`: earlier snapshots stay readable at their versions, and
+    /// the caller says where the new one is published. Fails with [`StoreError::Locked`] when
+    /// a table has versions after the pinned one (a write that stopped
+    /// half-way, or another writer): the caller writes a new store instead.
+    pub fn resume(root: &Path, current: &Current, keep: u64) -> Result<Self, StoreError> {
+        let Some(c) = current.committed.clone() else {
+            return Err(StoreError::Internal("no snapshot to go on from".into()));
+        };
+        if c.schema_version != STORE_SCHEMA_VERSION {
+            return Err(StoreError::Internal(format!(
+                "store layout {} is not this build's",
+                c.schema_version
+            )));
+        }
+        let tables = STORE_TABLES.map(|t| table_path(root, &c.table_generation, t));
+        let versions = [c.runs_version, c.steps_version, c.tool_calls_version];
+        let objects = root.join("objects.lance").display().to_string();
+        let pinned = c.objects_version;
+        let paths = tables.clone();
+        runtime().block_on(async move {
+            for (path, v) in paths.iter().zip(versions) {
+                let mut ds = open_at(path, v).await?;
+                if ds.latest_version_id().await.map_err(lance_err)? != v {
+                    return Err(StoreError::Locked);
+                }
+                ds.delete(&format!("storage_ordinal >= {keep}"))
+                    .await
+                    .map_err(lance_err)?;
+            }
+            if let Some(v) = pinned {
+                let ds = open_at(&objects, v).await?;
+                if ds.latest_version_id().await.map_err(lance_err)? != v {
+                    return Err(StoreError::Locked);
+                }
+            }
+            Ok(())
+        })?;
+        if pinned.is_none() {
+            // Objects a write that stopped half-way left, which no snapshot
+            // names.
+            let _ = std::fs::remove_dir_all(root.join("objects.lance"));
+        }
+        let mut w = Self::start(
+            root,
+            new_generation(current.revision),
+            &c.table_generation,
+            c.schema_version,
+            [true, true, true, pinned.is_some()],
+            Some((current.revision, c.clone())),
+        )?;
+        w.ordinal = usize::try_from(keep).map_err(|e| StoreError::Internal(e.to_string()))?;
+        Ok(w)
+    }
+
+    /// Start the table writers: each table of `table_generation` (and the
+    /// objects table) is created, or appended to where `exists` says so.
+    fn start(
+        root: &Path,
+        generation: String,
+        table_generation: &str,
+        layout: u64,
+        exists: [bool; 4],
+        parent: Option<(u64, Committed)>,
+    ) -> Result<Self, StoreError> {
         let mut senders = Vec::new();
         let mut readers = Vec::new();
         for t in STORE_TABLES {
             let (tx, rx) = sync_channel(4);
             senders.push(tx);
             readers.push((
-                table_path(root, &generation, t),
+                table_path(root, table_generation, t),
                 ChannelReader {
                     schema: table_schema(t, layout),
                     rx,
@@ -121,16 +201,16 @@ impl StoreWriter {
             .name("pchronicle-store-writer".into())
             .spawn(move || {
                 runtime().block_on(async move {
-                    let mut it = readers.into_iter();
-                    let (p0, r0) = it.next().expect("four tables");
-                    let (p1, r1) = it.next().expect("four tables");
-                    let (p2, r2) = it.next().expect("four tables");
-                    let (p3, r3) = it.next().expect("four tables");
+                    let mut it = readers.into_iter().zip(exists);
+                    let ((p0, r0), e0) = it.next().expect("four tables");
+                    let ((p1, r1), e1) = it.next().expect("four tables");
+                    let ((p2, r2), e2) = it.next().expect("four tables");
+                    let ((p3, r3), e3) = it.next().expect("four tables");
                     let (a, b, c, d) = futures::join!(
-                        create_table(&p0, r0),
-                        create_table(&p1, r1),
-                        create_table(&p2, r2),
-                        create_table(&p3, r3)
+                        append_table(&p0, r0, e0),
+                        append_table(&p1, r1, e1),
+                        append_table(&p2, r2, e2),
+                        append_table(&p3, r3, e3)
                     );
                     let (d, d_err) = match d {
                         Ok(v) => (Some(v), None),
@@ -147,6 +227,8 @@ impl StoreWriter {
         Ok(StoreWriter {
             root: root.to_path_buf(),
             generation,
+            table_generation: table_generation.to_string(),
+            parent,
             builders,
             senders,
             worker: Some(worker),
@@ -220,7 +302,8 @@ impl StoreWriter {
         Ok(())
     }
 
-    /// Flush everything, wait for the tables, then publish `CURRENT`.
+    /// Flush everything, wait for the tables, then publish `CURRENT` (a
+    /// resumed writer returns it instead, see [`StoreWriter::resume`]).
     pub fn finish(mut self) -> Result<WriteSummary, StoreError> {
         for i in 0..3 {
             // Every table gets at least one (possibly empty) batch so it exists.
@@ -238,9 +321,18 @@ impl StoreWriter {
             Some(Err(_)) => return Err(StoreError::Internal("the store writer panicked".into())),
             None => return Err(StoreError::Internal("the store writer is gone".into())),
         };
-        let objects_version = if self.objects.count > 0 {
+        let had_objects = self
+            .parent
+            .as_ref()
+            .and_then(|(_, c)| c.objects_version)
+            .is_some();
+        let objects_version = if self.objects.count > 0 || had_objects {
             match (versions[3], objects_error) {
                 (Some(v), _) => Some(v),
+                // Nothing appended to the objects a resumed store had.
+                (None, Some(_)) if self.objects.count == 0 => {
+                    self.parent.as_ref().and_then(|(_, c)| c.objects_version)
+                }
                 (None, Some(e)) => return Err(e),
                 (None, None) => {
                     return Err(StoreError::Internal(
@@ -252,24 +344,32 @@ impl StoreWriter {
             let _ = std::fs::remove_dir_all(self.root.join("objects.lance"));
             None
         };
+        let mut mirrors = self.mirrors.holding();
+        if let Some((_, c)) = &self.parent {
+            // A mirror holds on the new rows and held on every earlier one.
+            mirrors.retain(|m| c.mirrors.contains(m));
+        }
         let committed = Committed {
             schema_version: self.layout,
             generation: self.generation.clone(),
-            parent_generation: None,
-            table_generation: self.generation.clone(),
+            parent_generation: self.parent.as_ref().map(|(_, c)| c.generation.clone()),
+            table_generation: self.table_generation.clone(),
             runs_version: versions[0].unwrap_or(0),
             steps_version: versions[1].unwrap_or(0),
             tool_calls_version: versions[2].unwrap_or(0),
             objects_version,
-            mirrors: self.mirrors.holding(),
+            mirrors,
         };
-        sync_dir(&self.root.join("generations").join(&self.generation));
-        Current {
+        sync_dir(&self.root.join("generations").join(&self.table_generation));
+        let current = Current {
             control_version: 1,
-            revision: 1,
+            revision: self.parent.as_ref().map_or(1, |(r, _)| r + 1),
             committed: Some(committed),
+        };
+        if self.parent.is_none() {
+            current.write(&self.root)?;
         }
-        .write(&self.root)?;
+        self.summary.current = Some(current);
         self.summary.objects = self.objects.count;
         self.summary.generation.clone_from(&self.generation);
         Ok(std::mem::take(&mut self.summary))

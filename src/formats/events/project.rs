@@ -55,6 +55,56 @@ pub struct StoredEvent<'a> {
     pub duplicates: i64,
     /// Where the record is, for [`RecordTexts::texts`].
     pub row: u64,
+    /// The row of the event's last copy (`row` when it has none): a
+    /// session's place among the others is that of its last stored row.
+    pub last: u64,
+}
+
+/// The events of one session, in `seq` order, with where the session's
+/// rows are in the table.
+#[derive(Debug)]
+pub struct Session<'a> {
+    /// `session_id` (`""` when absent).
+    pub id: &'a str,
+    /// Its events, in `seq` order.
+    pub events: Vec<&'a StoredEvent<'a>>,
+    /// The row of its first event.
+    pub first_row: u64,
+    /// The last row it has in the table, copies included: sessions are
+    /// projected in this order.
+    pub last_row: u64,
+}
+
+/// The sessions of `events`, in order of the last row each has in the
+/// table. A session that gets no new rows keeps its place when rows are
+/// appended, and every session that does moves after all that do not, so
+/// the projection of an appended table is that of the table before, less
+/// the sessions that changed, followed by those sessions and new ones
+/// (which lets `catalog::projection` extend a projection rather than
+/// project every session again).
+pub fn sessions<'a>(events: &'a [StoredEvent<'a>]) -> Vec<Session<'a>> {
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    let mut out: Vec<Session<'a>> = Vec::new();
+    for e in events {
+        let i = *index.entry(e.session_id).or_insert_with(|| {
+            out.push(Session {
+                id: e.session_id,
+                events: Vec::new(),
+                first_row: e.row,
+                last_row: 0,
+            });
+            out.len() - 1
+        });
+        let s = &mut out[i];
+        s.events.push(e);
+        s.first_row = s.first_row.min(e.row);
+        s.last_row = s.last_row.max(e.last.max(e.row));
+    }
+    for s in &mut out {
+        s.events.sort_by_key(|e| e.seq);
+    }
+    out.sort_by_key(|s| s.last_row);
+    out
 }
 
 /// Where the projection reads the events' record texts.
@@ -187,8 +237,8 @@ const EVENTS_PER_GROUP: usize = 8192;
 /// [`READ_CHUNK`] of calls at a time.
 const PREFETCH_EVENTS: usize = 2 * EVENTS_PER_GROUP;
 
-/// Project deduplicated events onto one Storyline per session, sessions in
-/// order of their first event (see [`project_each`]).
+/// Project deduplicated events onto one Storyline per session, in the
+/// order of [`sessions`] (see [`project_each`]).
 ///
 /// # Errors
 /// See [`project_each`].
@@ -198,12 +248,12 @@ pub fn project(
     source_path: &str,
 ) -> Result<Vec<Storyline>, ProjectError> {
     let mut out = Vec::new();
-    project_each(events, records, source_path, &mut |d| out.push(d))?;
+    project_each(&sessions(events), records, source_path, &mut |d| out.push(d))?;
     Ok(out)
 }
 
-/// Project deduplicated events onto one Storyline per session and pass
-/// each to `sink`, sessions in order of their first event. Sessions are
+/// Project sessions (from [`sessions`]) onto one Storyline each and pass
+/// each to `sink`, in the order given. Sessions are
 /// projected in parallel a group at a time, and a session's records are
 /// read from `records` and parsed a chunk of calls at a time, so memory
 /// holds the events' envelopes, one group's record texts (or a chunk's
@@ -215,51 +265,32 @@ pub fn project(
 /// # Errors
 /// A record that is not JSON, or records the reader could not read.
 pub fn project_each(
-    events: &[StoredEvent<'_>],
+    sessions: &[Session<'_>],
     records: &dyn RecordTexts,
     source_path: &str,
     sink: &mut dyn FnMut(Storyline),
 ) -> Result<(), ProjectError> {
     use rayon::prelude::*;
-    let mut order: Vec<&str> = Vec::new();
-    let mut sessions: HashMap<&str, Vec<&StoredEvent<'_>>> = HashMap::new();
-    for e in events {
-        sessions
-            .entry(e.session_id)
-            .or_insert_with(|| {
-                order.push(e.session_id);
-                Vec::new()
-            })
-            .push(e);
-    }
-    let groups: Vec<(&str, Vec<&StoredEvent<'_>>)> = order
-        .into_iter()
-        .map(|sid| {
-            let mut evs = sessions.remove(sid).unwrap_or_default();
-            evs.sort_by_key(|e| e.seq);
-            (sid, evs)
-        })
-        .collect();
     // A group has a session for every thread at least, so that a few long
     // sessions are still projected side by side.
     let threads = rayon::current_num_threads();
-    let mut rest = groups.as_slice();
+    let mut rest = sessions;
     while !rest.is_empty() {
         let mut events = 0;
         let take = rest
             .iter()
             .enumerate()
-            .take_while(|(i, (_, evs))| {
+            .take_while(|(i, s)| {
                 let more = events < EVENTS_PER_GROUP || *i < threads;
-                events += evs.len();
+                events += s.events.len();
                 more
             })
             .count();
         let (now, later) = rest.split_at(take);
         rest = later;
-        let in_group: usize = now.iter().map(|(_, evs)| evs.len()).sum();
+        let in_group: usize = now.iter().map(|s| s.events.len()).sum();
         let prefetched = if in_group <= PREFETCH_EVENTS {
-            let rows = now.iter().flat_map(|(_, evs)| evs.iter().map(|e| e.row));
+            let rows = now.iter().flat_map(|s| s.events.iter().map(|e| e.row));
             Some(Prefetched::read(records, rows.collect()).map_err(ProjectError::Read)?)
         } else {
             None
@@ -270,10 +301,10 @@ pub fn project_each(
         };
         let docs: Vec<Result<Storyline, ProjectError>> = now
             .par_iter()
-            .map(|(sid, evs)| {
+            .map(|s| {
                 // Diagnostics of a projection are not reported: each
                 // session gets its own context.
-                project_session(sid, evs, source, &mut DecodeCtx::new(source_path))
+                project_session(s.id, &s.events, source, &mut DecodeCtx::new(source_path))
             })
             .collect();
         drop(prefetched);
@@ -310,6 +341,7 @@ pub fn project_records(events: &[(&Value, i64)], source_path: &str) -> Vec<Story
             kind: k,
             duplicates: *d,
             row,
+            last: row,
         })
         .collect();
     // The records were JSON before they were text again, and are in memory.
@@ -684,7 +716,7 @@ mod tests {
         }
         let mut seen = Vec::new();
         let (events, texts) = stored(&records);
-        project_each(&events, &texts, "events.lance", &mut |d| {
+        project_each(&super::sessions(&events), &texts, "events.lance", &mut |d| {
             seen.push((d.session.clone(), d.turns.len()));
         })
         .unwrap();
@@ -697,7 +729,7 @@ mod tests {
         records[last].4 = "{not json".into();
         let mut out = 0;
         let (events, texts) = stored(&records);
-        let err = project_each(&events, &texts, "events.lance", &mut |_| out += 1).unwrap_err();
+        let err = project_each(&super::sessions(&events), &texts, "events.lance", &mut |_| out += 1).unwrap_err();
         let ProjectError::Record(err) = err else {
             panic!("{err:?}")
         };
@@ -717,6 +749,7 @@ mod tests {
                 kind,
                 duplicates: 0,
                 row,
+                last: row,
             })
             .collect()
     }

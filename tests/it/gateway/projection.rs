@@ -179,3 +179,142 @@ fn captured_sessions_are_projected_once_per_events_version() {
         }
     }
 }
+
+/// Append `calls` chat calls of each of `sessions` (a request and a
+/// response each, `seq` going on from `seq`) to the events store of `s`,
+/// as the Gateway writes them; `again` stores the events of these `seq`
+/// values of s1's first call a second time (a Gateway restarted after a
+/// crash).
+fn append_calls(s: &Setup, sessions: &[&str], calls: usize, seq: &mut i64, again: &[i64]) {
+    let path = s.ds().join("events.lance");
+    let exists = path.exists();
+    let mut batch = Vec::new();
+    let record = |seq: i64, sid: &str, call: &str, kind: &str| {
+        let payload = if kind == "http.request" {
+            json!({"protocol": "chat.completions", "http": {"request_body": {"model": "m",
+                "messages": [{"role": "user", "content": format!("question {call}")}]}}})
+        } else {
+            json!({"http": {"status": 200, "response_body": {"model": "m", "choices":
+                [{"message": {"role": "assistant",
+                  "content": format!("\u{1b}[32mok\u{1b}[0m {call}")}}]}}})
+        };
+        json!({"seq": seq, "event_id": format!("e{seq}"), "run_id": sid, "session_id": sid,
+            "call_id": call, "kind": kind, "source": "gateway", "producer": "test",
+            "model": "m", "timestamp_unix_ms": 1_700_000_000_000i64 + seq, "payload": payload})
+    };
+    for c in 0..calls {
+        for sid in sessions {
+            let call = format!("{sid}-{}-{c}", *seq);
+            for kind in ["http.request", "http.response"] {
+                *seq += 1;
+                batch.push(record(*seq, sid, &call, kind));
+            }
+        }
+    }
+    for &again in again {
+        // Events of the first call of s1 (the second session of the first
+        // append), stored again as they were.
+        let kind = if again % 2 == 1 { "http.request" } else { "http.response" };
+        batch.push(record(again, "s1", "s1-2-0", kind));
+    }
+    pchronicle::store::events::append(path.to_str().unwrap(), &batch, exists).unwrap();
+}
+
+/// The answers of [`answers`], and the trajectories in the order the
+/// projection stores them, with the cache directory at `cache`.
+fn stored_order(s: &Setup, cache: &Path) -> (Vec<Value>, String) {
+    let o = command(s.path())
+        .env("PCHRONICLE_CACHE_DIR", cache)
+        .args([
+            "query",
+            "--format",
+            "jsonl",
+            s.ds().to_str().unwrap(),
+            "SELECT storage_ordinal, session_id, step_count FROM dataset.trajectories",
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    (answers(s, cache), String::from_utf8(o.stdout).unwrap())
+}
+
+/// Whether the projection at `dir` extends another's tables.
+fn is_extension(dir: &Path) -> bool {
+    dir.join("generations").is_symlink()
+}
+
+#[test]
+fn an_appended_version_extends_the_projection_of_the_one_before() {
+    let s = Setup::new();
+    let cache = s.path().join("cache");
+    let off = s.path().join("no-cache");
+    std::fs::write(&off, "").unwrap();
+    let mut seq = 0;
+    // Five sessions, then more calls of s2 and s4: the projection orders
+    // sessions by their last event, so s0, s1, s3 lead it.
+    append_calls(&s, &["s0", "s1", "s2", "s3", "s4"], 2, &mut seq, &[]);
+    append_calls(&s, &["s2", "s4"], 1, &mut seq, &[]);
+    let first = stored_order(&s, &cache);
+    assert_eq!(first, stored_order(&s, &off));
+    let built = projections(&cache);
+    assert_eq!(built.len(), 1, "{built:?}");
+    assert!(!is_extension(&built[0]));
+
+    // One more call of s3 (the third trajectory) and a new session: the
+    // first two trajectories stay, the rest are projected again.
+    append_calls(&s, &["s3", "s5"], 1, &mut seq, &[]);
+    let second = stored_order(&s, &cache);
+    assert_eq!(second, stored_order(&s, &off));
+    assert_ne!(second, first);
+    let order: Vec<Value> = second
+        .1
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["session_id"].clone())
+        .collect();
+    assert_eq!(order, ["s0", "s1", "s2", "s4", "s3", "s5"]);
+    let now = projections(&cache);
+    let extension = now.iter().find(|p| !built.contains(p)).unwrap().clone();
+    assert!(is_extension(&extension), "{now:?}");
+
+    // A Gateway restarted after a crash stores two events of s1 again:
+    // the duplicates count moves s1 after the others.
+    append_calls(&s, &[], 0, &mut seq, &[3, 4]);
+    let third = stored_order(&s, &cache);
+    assert_eq!(third, stored_order(&s, &off));
+    assert_ne!(third, second);
+    let latest = projections(&cache);
+    assert_eq!(latest.len(), 3, "{latest:?}");
+    assert!(latest.iter().filter(|p| is_extension(p)).count() == 2);
+
+    // The earlier versions' projections still read as they were.
+    for p in &latest {
+        let m: Value =
+            serde_json::from_slice(&std::fs::read(p.join("projection.json")).unwrap()).unwrap();
+        let o = command(s.path())
+            .args([
+                "query",
+                "--format",
+                "jsonl",
+                p.to_str().unwrap(),
+                "SELECT count(*) AS n FROM trajectories",
+                "-q",
+            ])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let n: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(n["n"], m["summary"]["sessions"], "{}", p.display());
+    }
+
+    // An extension that stopped half-way (its directory never published)
+    // leaves table versions no projection pins: the next version is built
+    // whole, with the same answers.
+    std::fs::remove_dir_all(latest.iter().max().unwrap()).unwrap();
+    append_calls(&s, &["s0"], 1, &mut seq, &[]);
+    let fourth = stored_order(&s, &cache);
+    assert_eq!(fourth, stored_order(&s, &off));
+    let rebuilt = projections(&cache);
+    let newest = rebuilt.iter().max().unwrap();
+    assert!(!is_extension(newest), "{rebuilt:?}");
+}
