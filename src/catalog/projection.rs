@@ -243,7 +243,7 @@ fn extend(
     };
     let base = dir.join(&base_name);
     // One extension of a base's tables at a time.
-    let Some(_lock) = Lock::try_new(&base.join(".extend.lock")) else {
+    let Ok(Some(_lock)) = crate::util::fs::FileLock::try_new(&base.join(".extend.lock")) else {
         return Ok(None);
     };
     let Ok(pinned) = Current::read(&from) else {
@@ -337,29 +337,6 @@ fn file_name(p: &Path) -> String {
     p.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
-}
-
-/// An exclusive lock on a file, released on drop.
-struct Lock(std::fs::File);
-
-impl Lock {
-    /// `None` when another process holds it (or it cannot be made).
-    fn try_new(path: &Path) -> Option<Lock> {
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .ok()?;
-        f.try_lock().ok()?;
-        Some(Lock(f))
-    }
-}
-
-impl Drop for Lock {
-    fn drop(&mut self) {
-        let _ = self.0.unlock();
-    }
 }
 
 /// Fill a directory under a private name in `dir` (`fill` creates it),

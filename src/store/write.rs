@@ -387,27 +387,11 @@ impl Drop for StoreWriter {
     }
 }
 
-/// A held writer lock (released on drop).
-struct WriteLock(std::fs::File);
-
-fn lock(root: &Path) -> Result<WriteLock, StoreError> {
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(root.join(".write.lock"))
-        .map_err(|e| StoreError::Io(e.to_string()))?;
-    match f.try_lock() {
-        Ok(()) => Ok(WriteLock(f)),
-        Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::Locked),
-        Err(std::fs::TryLockError::Error(e)) => Err(StoreError::Io(e.to_string())),
-    }
-}
-
-impl Drop for WriteLock {
-    fn drop(&mut self) {
-        let _ = self.0.unlock();
-    }
+/// The store's writer lock (released on drop).
+fn lock(root: &Path) -> Result<crate::util::fs::FileLock, StoreError> {
+    crate::util::fs::FileLock::try_new(&root.join(".write.lock"))
+        .map_err(|e| StoreError::Io(e.to_string()))?
+        .ok_or(StoreError::Locked)
 }
 
 /// Columns that get a scalar index, per table.

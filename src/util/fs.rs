@@ -73,3 +73,31 @@ mod tests {
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 2);
     }
 }
+
+/// An exclusive advisory lock on a file (created when missing), released
+/// when dropped.
+#[derive(Debug)]
+pub struct FileLock(std::fs::File);
+
+impl FileLock {
+    /// Take the lock without waiting: `Ok(None)` when another process
+    /// holds it.
+    pub fn try_new(path: &Path) -> std::io::Result<Option<FileLock>> {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)?;
+        match f.try_lock() {
+            Ok(()) => Ok(Some(FileLock(f))),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => Err(e),
+        }
+    }
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
+}
