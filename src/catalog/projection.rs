@@ -181,8 +181,9 @@ fn build(
             }
             let pushed = match &mut w {
                 Some(w) => w.push(with_origin(d, src)),
-                None => StoreWriter::create(tmp)
-                    .and_then(|new| w.insert(new).push(with_origin(d, src))),
+                None => {
+                    StoreWriter::create(tmp).and_then(|new| w.insert(new).push(with_origin(d, src)))
+                }
             };
             failed = pushed.err();
         })
@@ -209,7 +210,10 @@ fn build(
 
 /// A store keeps each document's origin; read in memory, the captured
 /// sessions have the events store as theirs.
-fn with_origin(mut d: crate::formats::model::Storyline, src: &Source) -> crate::formats::model::Storyline {
+fn with_origin(
+    mut d: crate::formats::model::Storyline,
+    src: &Source,
+) -> crate::formats::model::Storyline {
     if d.origin_path.is_none() {
         d.origin_path = Some(src.source_path.clone());
     }
@@ -322,7 +326,12 @@ fn newest_before(dir: &Path, events: &str, version: u64) -> Option<(PathBuf, Man
         .ok()?
         .flatten()
         .filter_map(|e| {
-            let v = e.file_name().to_str()?.strip_prefix('v')?.parse::<u64>().ok()?;
+            let v = e
+                .file_name()
+                .to_str()?
+                .strip_prefix('v')?
+                .parse::<u64>()
+                .ok()?;
             (v < version).then(|| e.path())
         })
         .filter_map(|p| {

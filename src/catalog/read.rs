@@ -766,7 +766,7 @@ pub(super) fn project_events(
     let sessions = formats::events::sessions(&events);
     let kept = match since {
         Some(since) => {
-            let (kept, earlier) = unchanged_sessions(&sessions, since.rows);
+            let (kept, earlier) = formats::events::unchanged_sessions(&sessions, since.rows);
             since.kept.set(kept as u64);
             since.earlier_sessions.set(earlier);
             kept
@@ -785,31 +785,6 @@ pub(super) fn project_events(
         summary,
         newest_ms: newest,
     })
-}
-
-/// Of `sessions` (in projection order), how many lead the projection of
-/// the table's first `rows` rows unchanged, and how many sessions those rows
-/// held. A session with a row at or past `rows` moved after every session
-/// without one; the sessions whose last row comes before the last earlier
-/// row of every session that moved are in the same places in both.
-fn unchanged_sessions(sessions: &[formats::events::Session<'_>], rows: u64) -> (usize, u64) {
-    let earlier = sessions.iter().filter(|s| s.first_row < rows).count() as u64;
-    // The last row before `rows` of a session that moved, or a row before
-    // it: an event whose copies straddle `rows` counts its first.
-    let last_before = |s: &formats::events::Session<'_>| {
-        s.events
-            .iter()
-            .filter(|e| e.row < rows)
-            .map(|e| if e.last < rows { e.last } else { e.row })
-            .max()
-    };
-    let moved = sessions
-        .iter()
-        .filter(|s| s.last_row >= rows)
-        .filter_map(last_before)
-        .min()
-        .unwrap_or(rows);
-    (sessions.partition_point(|s| s.last_row < moved), earlier)
 }
 
 /// Row `r` of `a`, or `""` when null.

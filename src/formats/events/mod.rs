@@ -597,8 +597,8 @@ fn assemble_responses(events: &[Value]) -> Option<Value> {
 mod project;
 mod pruned;
 pub use project::{
-    project, project_each, project_records, sessions, BadRecord, ProjectError, RecordTexts,
-    Session, StoredEvent, TextList,
+    project, project_each, project_records, sessions, unchanged_sessions, BadRecord, ProjectError,
+    RecordTexts, Session, StoredEvent, TextList,
 };
 
 #[cfg(test)]

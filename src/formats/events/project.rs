@@ -237,6 +237,31 @@ const EVENTS_PER_GROUP: usize = 8192;
 /// [`READ_CHUNK`] of calls at a time.
 const PREFETCH_EVENTS: usize = 2 * EVENTS_PER_GROUP;
 
+/// Of `sessions` (in projection order), how many lead the projection of
+/// the table's first `rows` rows unchanged, and how many sessions those rows
+/// held. A session with a row at or past `rows` moved after every session
+/// without one; the sessions whose last row comes before the last earlier
+/// row of every session that moved are in the same places in both.
+pub fn unchanged_sessions(sessions: &[Session<'_>], rows: u64) -> (usize, u64) {
+    let earlier = sessions.iter().filter(|s| s.first_row < rows).count() as u64;
+    // The last row before `rows` of a session that moved, or a row before
+    // it: an event whose copies straddle `rows` counts its first.
+    let last_before = |s: &Session<'_>| {
+        s.events
+            .iter()
+            .filter(|e| e.row < rows)
+            .map(|e| if e.last < rows { e.last } else { e.row })
+            .max()
+    };
+    let moved = sessions
+        .iter()
+        .filter(|s| s.last_row >= rows)
+        .filter_map(last_before)
+        .min()
+        .unwrap_or(rows);
+    (sessions.partition_point(|s| s.last_row < moved), earlier)
+}
+
 /// Project deduplicated events onto one Storyline per session, in the
 /// order of [`sessions`] (see [`project_each`]).
 ///
@@ -248,7 +273,9 @@ pub fn project(
     source_path: &str,
 ) -> Result<Vec<Storyline>, ProjectError> {
     let mut out = Vec::new();
-    project_each(&sessions(events), records, source_path, &mut |d| out.push(d))?;
+    project_each(&sessions(events), records, source_path, &mut |d| {
+        out.push(d)
+    })?;
     Ok(out)
 }
 
@@ -611,6 +638,58 @@ fn push_message(
 mod tests {
     use super::*;
 
+    /// Stored events of raw rows `(event, session)`, deduplicated as the
+    /// store does (first copy kept, later copies counted).
+    fn deduplicated(raw: &[(u8, String)]) -> Vec<StoredEvent<'_>> {
+        let mut out: Vec<StoredEvent<'_>> = Vec::new();
+        let mut at: HashMap<u8, usize> = HashMap::new();
+        for (row, (id, sid)) in (0u64..).zip(raw) {
+            if let Some(&k) = at.get(id) {
+                out[k].duplicates += 1;
+                out[k].last = row;
+                continue;
+            }
+            at.insert(*id, out.len());
+            out.push(StoredEvent {
+                seq: i64::from(*id),
+                session_id: sid,
+                call_id: "",
+                kind: "http.request",
+                duplicates: 0,
+                row,
+                last: row,
+            });
+        }
+        out
+    }
+
+    proptest::proptest! {
+        /// The sessions `unchanged_sessions` keeps are those the table's
+        /// first rows project first, with the same events.
+        #[test]
+        fn an_append_keeps_the_leading_sessions_it_does_not_touch(
+            ids in proptest::collection::vec(0u8..24, 0..40),
+            cut in 0usize..41,
+        ) {
+            // An event belongs to one session, whichever copy is stored.
+            let raw: Vec<(u8, String)> =
+                ids.iter().map(|&i| (i, format!("s{}", i % 5))).collect();
+            let rows = cut.min(raw.len());
+            let all = deduplicated(&raw);
+            let before = deduplicated(&raw[..rows]);
+            let (full, earlier) = (sessions(&all), sessions(&before));
+            let (kept, held) = unchanged_sessions(&full, rows as u64);
+            proptest::prop_assert_eq!(held, earlier.len() as u64);
+            proptest::prop_assert!(kept <= earlier.len());
+            let key = |s: &Session<'_>| {
+                (s.id.to_string(), s.events.iter().map(|e| (e.seq, e.duplicates)).collect::<Vec<_>>())
+            };
+            for (a, b) in full[..kept].iter().zip(&earlier[..kept]) {
+                proptest::prop_assert_eq!(key(a), key(b));
+            }
+        }
+    }
+
     fn project(events: &[(&Value, i64)], source_path: &str) -> Vec<Storyline> {
         project_records(events, source_path)
     }
@@ -716,9 +795,14 @@ mod tests {
         }
         let mut seen = Vec::new();
         let (events, texts) = stored(&records);
-        project_each(&super::sessions(&events), &texts, "events.lance", &mut |d| {
-            seen.push((d.session.clone(), d.turns.len()));
-        })
+        project_each(
+            &super::sessions(&events),
+            &texts,
+            "events.lance",
+            &mut |d| {
+                seen.push((d.session.clone(), d.turns.len()));
+            },
+        )
         .unwrap();
         let want: Vec<(String, usize)> = (0..sessions)
             .map(|i| (format!("s{i:02}"), 2 * (calls - i)))
@@ -729,7 +813,13 @@ mod tests {
         records[last].4 = "{not json".into();
         let mut out = 0;
         let (events, texts) = stored(&records);
-        let err = project_each(&super::sessions(&events), &texts, "events.lance", &mut |_| out += 1).unwrap_err();
+        let err = project_each(
+            &super::sessions(&events),
+            &texts,
+            "events.lance",
+            &mut |_| out += 1,
+        )
+        .unwrap_err();
         let ProjectError::Record(err) = err else {
             panic!("{err:?}")
         };

@@ -214,7 +214,11 @@ fn append_calls(s: &Setup, sessions: &[&str], calls: usize, seq: &mut i64, again
     for &again in again {
         // Events of the first call of s1 (the second session of the first
         // append), stored again as they were.
-        let kind = if again % 2 == 1 { "http.request" } else { "http.response" };
+        let kind = if again % 2 == 1 {
+            "http.request"
+        } else {
+            "http.response"
+        };
         batch.push(record(again, "s1", "s1-2-0", kind));
     }
     pchronicle::store::events::append(path.to_str().unwrap(), &batch, exists).unwrap();
