@@ -37,64 +37,70 @@ fn the_gateway_appends_events_to_an_s3_dataset_that_reads_them_back() {
         "gateway.toml",
     ]));
     assert_code(&o, "PC-GW-010");
-    let mut child = env
-        .cmd()
-        .args(with_allow(&[
-            "serve",
-            "--config",
-            "warehouse.toml",
-            "--gateway",
-            "gateway.toml",
-            "--gateway-state",
-            "state",
-        ]))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let (mut proxy, mut admin_addr) = (String::new(), String::new());
-    while proxy.is_empty() || admin_addr.is_empty() {
-        let line = lines.next().expect("gateway output").unwrap();
-        if let Some(u) = line.strip_prefix("gateway listening: http://") {
-            proxy = u.trim_end_matches('/').to_string();
+    // Serve the Gateway, ask `questions` in `session`, wait until the
+    // events flushed reach `flushed`, stop it.
+    let capture = |session: &str, questions: &[&str], flushed: usize| {
+        let mut child = env
+            .cmd()
+            .args(with_allow(&[
+                "serve",
+                "--config",
+                "warehouse.toml",
+                "--gateway",
+                "gateway.toml",
+                "--gateway-state",
+                "state",
+            ]))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let (mut proxy, mut admin_addr) = (String::new(), String::new());
+        while proxy.is_empty() || admin_addr.is_empty() {
+            let line = lines.next().expect("gateway output").unwrap();
+            if let Some(u) = line.strip_prefix("gateway listening: http://") {
+                proxy = u.trim_end_matches('/').to_string();
+            }
+            if let Some(u) = line.strip_prefix("gateway admin: http://") {
+                admin_addr = u.trim_end_matches("/admin/status").to_string();
+            }
         }
-        if let Some(u) = line.strip_prefix("gateway admin: http://") {
-            admin_addr = u.trim_end_matches("/admin/status").to_string();
+        std::thread::spawn(move || for _ in lines {});
+        let http = |addr: &str, method: &str, path: &str, body: &str| -> String {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            write!(
+                s,
+                "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nx-pchronicle-session-id: {session}\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .unwrap();
+            let mut out = String::new();
+            s.read_to_string(&mut out).unwrap();
+            out
+        };
+        for text in questions {
+            let body =
+                serde_json::json!({"model": "m", "messages": [{"role": "user", "content": text}]});
+            let r = http(&proxy, "POST", "/v1/chat/completions", &body.to_string());
+            assert!(r.starts_with("HTTP/1.1 200"), "{r}");
         }
-    }
-    std::thread::spawn(move || for _ in lines {});
-    let http = |addr: &str, method: &str, path: &str, body: &str| -> String {
-        let mut s = std::net::TcpStream::connect(addr).unwrap();
-        write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nx-pchronicle-session-id: s3-session\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        out
+        let t = std::time::Instant::now();
+        let want = format!("\"flushed_events\": {flushed}");
+        loop {
+            let r = http(&admin_addr, "GET", "/admin/status", "");
+            if r.contains("\"pending\": false") && r.contains(&want) {
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_mins(1), "{r}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        assert!(child.wait().unwrap().success());
     };
-    for text in ["first question", "second question"] {
-        let body =
-            serde_json::json!({"model": "m", "messages": [{"role": "user", "content": text}]});
-        let r = http(&proxy, "POST", "/v1/chat/completions", &body.to_string());
-        assert!(r.starts_with("HTTP/1.1 200"), "{r}");
-    }
-    let t = std::time::Instant::now();
-    loop {
-        let r = http(&admin_addr, "GET", "/admin/status", "");
-        if r.contains("\"pending\": false") && r.contains("\"flushed_events\": 4") {
-            break;
-        }
-        assert!(t.elapsed() < Duration::from_mins(1), "{r}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    assert!(child.wait().unwrap().success());
+    capture("s3-session", &["first question", "second question"], 4);
     // The WAL stays local; events.lance is in the bucket and reads back.
     assert!(dir.join("state/wal").is_dir());
     let ls = json(&env.run(&with_allow(&["ls", &uri, "--format", "json"])));
@@ -193,4 +199,22 @@ fn the_gateway_appends_events_to_an_s3_dataset_that_reads_them_back() {
         assert!(steps("s3").as_array().is_some_and(|a| !a.is_empty()));
         assert_eq!(steps("s3"), steps("disk"));
     }
+
+    // A second capture appends a version: its first read extends the
+    // projection of the first, and reads as the same store on local disk.
+    capture("s3-later", &["a later question"], 2);
+    let again = dir.join("copy-2");
+    admin(&["download", &b, "live/", again.to_str().unwrap()]);
+    let again = again.to_str().unwrap();
+    let sql = "SELECT storage_ordinal, session_id, step_count FROM trajectories";
+    let on_s3 = out(&["query", &uri, sql, "--format", "csv"]);
+    assert!(on_s3.contains("s3-later"), "{on_s3}");
+    let extended = std::fs::read_dir(dir.join("cache/projections"))
+        .unwrap()
+        .flatten()
+        .flat_map(|k| std::fs::read_dir(k.path()).unwrap().flatten())
+        .filter(|v| v.path().join("generations").is_symlink())
+        .count();
+    assert_eq!(extended, 1);
+    assert_eq!(on_s3, out(&["query", again, sql, "--format", "csv"]));
 }
