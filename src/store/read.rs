@@ -435,7 +435,7 @@ impl StoreReader {
         let mut steps = self.batches(Table::Steps, &refs(&steps_cols))?;
         let mut calls = self.batches(Table::ToolCalls, &refs(&calls_cols))?;
         // A call row read but not yet attached (its document is still open).
-        let mut pending: Option<(usize, i64, ToolCall)> = None;
+        let mut pending: Option<(usize, i64, Option<ToolCall>)> = None;
         let mut done = 0usize;
         loop {
             let batch = steps.next_batch()?;
@@ -462,7 +462,9 @@ impl StoreReader {
                     pending = Some((di, ordinal, call));
                     break;
                 }
-                a.add_call(di, ordinal, call)?;
+                if let Some(call) = call {
+                    a.add_call(di, ordinal, call)?;
+                }
             }
             for di in done..open {
                 if let Some(d) = a.take(di) {
@@ -496,8 +498,9 @@ const BATCHES_AHEAD: usize = 8;
 struct Batches<'a> {
     reader: &'a StoreReader,
     stream: Option<super::lance_io::BatchStream>,
-    /// Call rows of the current batch not handed out yet.
-    ready: std::collections::VecDeque<(usize, i64, ToolCall)>,
+    /// Call rows of the current batch not handed out yet (`None` for a
+    /// call of a document not built).
+    ready: std::collections::VecDeque<(usize, i64, Option<ToolCall>)>,
 }
 
 impl Batches<'_> {
@@ -523,7 +526,7 @@ impl Batches<'_> {
     fn next_call(
         &mut self,
         a: &mut Assembly<'_, '_>,
-    ) -> Result<Option<(usize, i64, ToolCall)>, StoreError> {
+    ) -> Result<Option<(usize, i64, Option<ToolCall>)>, StoreError> {
         while self.ready.is_empty() {
             let Some(b) = self.next_batch()? else {
                 return Ok(None);
@@ -531,11 +534,16 @@ impl Batches<'_> {
             for r in rows(std::slice::from_ref(&b)) {
                 let doc = req(r.int("storage_ordinal"), "storage_ordinal")?;
                 let di = a.position(doc, "tool call")?;
+                // A call of a document not built is still handed out (not
+                // decoded): the caller reads no further ahead of the steps
+                // than for any other call, so the `runs` rows read for
+                // positions stay as few.
                 if a.skip[di] {
+                    self.ready.push_back((di, 0, None));
                     continue;
                 }
                 let (_, ordinal, call) = call_of(&r)?;
-                self.ready.push_back((di, ordinal, call));
+                self.ready.push_back((di, ordinal, Some(call)));
             }
         }
         Ok(self.ready.pop_front())
@@ -834,6 +842,12 @@ fn call_of(r: &Row<'_>) -> Result<(i64, i64, ToolCall), StoreError> {
     Ok((doc, ordinal, call))
 }
 
+#[cfg(test)]
+thread_local! {
+    /// The most documents an assembly on this thread held at once.
+    pub(crate) static MOST_HELD: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// Documents being reassembled: runs rows as they are reached, then steps and calls
 /// attached by document position (ids may repeat) and turn ordinal.
 struct Assembly<'r, 'k> {
@@ -868,6 +882,8 @@ impl Assembly<'_, '_> {
             self.skip.push(!(self.keep)(&d));
             self.docs.insert(at, d);
         }
+        #[cfg(test)]
+        MOST_HELD.with(|m| m.set(m.get().max(self.docs.len())));
         Ok(true)
     }
 

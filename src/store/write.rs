@@ -579,6 +579,53 @@ mod tests {
         StorylineLanceStore::open(root).unwrap().reader().unwrap()
     }
 
+    /// Reading a store for a few of its documents holds the `runs` rows of
+    /// a batch or two, not of every document before the ones kept: calls of
+    /// documents not built used to be read to the next built one (the end
+    /// of the table when it is last) before the steps went on.
+    #[test]
+    fn documents_left_out_are_not_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("store");
+        let mut w = StoreWriter::create(&root).unwrap();
+        // A step with a tool call each, 3,000 documents.
+        let mut one = harbor_docs()
+            .into_iter()
+            .find(|d| d.turns.iter().any(|t| t.tool_calls.is_some()))
+            .unwrap();
+        let t = one
+            .turns
+            .iter()
+            .position(|t| t.tool_calls.is_some())
+            .unwrap();
+        one.turns = vec![one.turns[t].clone()];
+        let n = 3000;
+        for i in 0..n {
+            let mut d = one.clone();
+            d.session = format!("s{i}");
+            w.push(d).unwrap();
+        }
+        w.finish().unwrap();
+        let r = StorylineLanceStore::open(&root).unwrap().reader().unwrap();
+        crate::store::read::MOST_HELD.with(|m| m.set(0));
+        let mut built = Vec::new();
+        r.documents_selected(
+            |d| d.session == format!("s{}", n - 1),
+            |d, keep| -> Result<(), StoreError> {
+                if keep {
+                    built.push(d);
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(built.len(), 1);
+        assert_eq!(built[0].turns.len(), 1);
+        assert!(built[0].turns[0].tool_calls.is_some());
+        let held = crate::store::read::MOST_HELD.with(std::cell::Cell::get);
+        assert!(held <= 2 * 1024, "{held} documents held at once of {n}");
+    }
+
     fn texts(r: &StoreReader, t: Table, col: &str) -> Vec<Option<String>> {
         let mut out = Vec::new();
         for b in r.scan(t, &[col]).unwrap() {
