@@ -143,6 +143,10 @@ pub fn export(
             Some(set)
         }
     };
+    // The Sources the selection picked something from.
+    let picked: Option<HashSet<&str>> = allowed
+        .as_ref()
+        .map(|a| a.iter().map(|(p, _)| p.as_str()).collect());
     let opts = DecodeOptions::full(s.max_document_bytes);
     let mut losses = Losses::default();
     let mut trajectories = 0u64;
@@ -170,6 +174,13 @@ pub fn export(
                 src.reason.as_ref().map_or("PC-CAT-009", |r| r.code),
                 &format!("skipped {}: not readable", src.source_path),
             );
+            continue;
+        }
+        // Nothing of it selected: it is not read again.
+        if picked
+            .as_ref()
+            .is_some_and(|p| !p.contains(src.source_path.as_str()))
+        {
             continue;
         }
         // Each file's documents are encoded and written as soon as the

@@ -460,6 +460,44 @@ fn export_selects_by_session_source_and_where() {
     assert_eq!(o.status.code(), Some(2));
 }
 
+/// A selection is worked out by a query that reads every Source; the export
+/// then reads only the Sources it picked something from.
+#[test]
+fn export_reads_again_only_the_sources_a_selection_picked_from() {
+    let env = TestEnv::new();
+    let d = env.example("d");
+    let sources_read = |extra: &[&str]| -> u64 {
+        let mut args = vec![
+            "export",
+            "--from",
+            d.to_str().unwrap(),
+            "--format",
+            "storyline",
+            "--output",
+            "-",
+            "--stats",
+        ];
+        args.extend_from_slice(extra);
+        let o = env.cmd().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{err}");
+        let line = err.lines().find(|l| l.starts_with("stats: ")).unwrap();
+        line["stats: ".len()..]
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let all = sources_read(&[]);
+    assert!(all > 4, "{all}");
+    let picked = sources_read(&["--where", "agent_name = 'terminus-2' AND step_count > 6"]);
+    assert!(
+        picked < all + all / 2,
+        "{picked} sources read, {all} in the Dataset"
+    );
+}
+
 #[test]
 fn openai_export_links_or_relabels_results_without_call_ids() {
     let env = TestEnv::new();
