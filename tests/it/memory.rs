@@ -441,7 +441,12 @@ fn reading_captured_traffic_does_not_hold_every_record() {
     let [(small_mib, small, small_records), (large_mib, large, large_records)] = peaks[..] else {
         unreachable!()
     };
-    let bound = (large_mib - small_mib) / 2;
+    // What still grows is the columns kept for every event and the pages a
+    // group's reads decode beside its own records (a group's sessions are
+    // spread over the whole table when they interleave): 41-50 MiB here in
+    // the debug build, a little more beside the rest of the test suite.
+    // Holding every record grew by about 140 MiB.
+    let bound = 2 * (large_mib - small_mib) / 3;
     assert!(
         large <= small + bound,
         "projecting {large_mib} MiB of records peaked at {large} MiB, \
