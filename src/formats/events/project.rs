@@ -274,7 +274,7 @@ pub fn project(
 ) -> Result<Vec<Storyline>, ProjectError> {
     let mut out = Vec::new();
     project_each(&sessions(events), records, source_path, &mut |d| {
-        out.push(d)
+        out.push(d);
     })?;
     Ok(out)
 }
