@@ -132,7 +132,7 @@ enum Failed {
 
 /// The projection at `at`, when it is whole and of this events version.
 fn open(at: &Path, src: &Source, events: &str, version: u64) -> Option<Projection> {
-    let m: Manifest = serde_json::from_slice(&std::fs::read(at.join(MANIFEST)).ok()?).ok()?;
+    let m = manifest_of(at)?;
     if m.layout != LAYOUT || m.events != events || m.version != version {
         return None;
     }
@@ -171,26 +171,7 @@ fn build(
 ) -> Result<Manifest, Failed> {
     publish(dir, at, |tmp| {
         let write = |_: crate::store::StoreError| Failed::Write;
-        // The writer starts with the first trajectory, once the events are
-        // read: its tables wait on the runtime that reads them.
-        let mut w: Option<StoreWriter> = None;
-        let mut failed = None;
-        let projected = project_events(src, None, &mut |d| {
-            if failed.is_some() {
-                return;
-            }
-            let pushed = match &mut w {
-                Some(w) => w.push(with_origin(d, src)),
-                None => {
-                    StoreWriter::create(tmp).and_then(|new| w.insert(new).push(with_origin(d, src)))
-                }
-            };
-            failed = pushed.err();
-        })
-        .map_err(Failed::Read)?;
-        if let Some(e) = failed {
-            return Err(write(e));
-        }
+        let (projected, w) = project_into(src, None, || StoreWriter::create(tmp))?;
         let w = match w {
             Some(w) => w,
             None => StoreWriter::create(tmp).map_err(write)?,
@@ -206,6 +187,35 @@ fn build(
             extensions: 0,
         })
     })
+}
+
+/// Project the events of `src` (see `read::project_events`) into the
+/// writer `open` gives at the first trajectory: once the events are read,
+/// since its tables wait on the runtime that reads them. The writer is
+/// `None` when there was no trajectory to write.
+fn project_into(
+    src: &Source,
+    since: Option<&Since>,
+    mut open: impl FnMut() -> Result<StoreWriter, crate::store::StoreError>,
+) -> Result<(super::read::ProjectedEvents, Option<StoreWriter>), Failed> {
+    let mut w: Option<StoreWriter> = None;
+    let mut failed = None;
+    let projected = project_events(src, since, &mut |d| {
+        if failed.is_some() {
+            return;
+        }
+        let d = with_origin(d, src);
+        let pushed = match &mut w {
+            Some(w) => w.push(d),
+            None => open().and_then(|new| w.insert(new).push(d)),
+        };
+        failed = pushed.err();
+    })
+    .map_err(Failed::Read)?;
+    match failed {
+        Some(_) => Err(Failed::Write),
+        None => Ok((projected, w)),
+    }
 }
 
 /// A store keeps each document's origin; read in memory, the captured
@@ -269,24 +279,16 @@ fn extend(
     // The earlier projection has a trajectory per session, in order.
     let matches = || since.earlier_sessions.get() == before.summary.sessions;
     let manifest = publish(dir, at, |tmp| {
-        let mut w: Option<StoreWriter> = None;
-        let mut failed = None;
-        let projected = project_events(src, Some(&since), &mut |d| {
-            if failed.is_some() {
-                return;
-            }
-            let pushed = match &mut w {
-                Some(w) => w.push(with_origin(d, src)),
-                None if matches() => StoreWriter::resume(&base, &pinned, since.kept.get())
-                    .and_then(|new| w.insert(new).push(with_origin(d, src))),
-                None => Err(crate::store::StoreError::Internal(
+        let (projected, w) = project_into(src, Some(&since), || {
+            if matches() {
+                StoreWriter::resume(&base, &pinned, since.kept.get())
+            } else {
+                Err(crate::store::StoreError::Internal(
                     "the earlier projection has other sessions".into(),
-                )),
-            };
-            failed = pushed.err();
-        })
-        .map_err(Failed::Read)?;
-        if failed.is_some() || !matches() {
+                ))
+            }
+        })?;
+        if !matches() {
             return Err(Failed::Write);
         }
         let current = match w {
@@ -335,11 +337,15 @@ fn newest_before(dir: &Path, events: &str, version: u64) -> Option<(PathBuf, Man
             (v < version).then(|| e.path())
         })
         .filter_map(|p| {
-            let m: Manifest =
-                serde_json::from_slice(&std::fs::read(p.join(MANIFEST)).ok()?).ok()?;
+            let m = manifest_of(&p)?;
             (m.layout == LAYOUT && m.events == events && m.version < version).then_some((p, m))
         })
         .max_by_key(|(_, m)| m.version)
+}
+
+/// The manifest of the projection at `dir`, when it has a readable one.
+fn manifest_of(dir: &Path) -> Option<Manifest> {
+    serde_json::from_slice(&std::fs::read(dir.join(MANIFEST)).ok()?).ok()
 }
 
 fn file_name(p: &Path) -> String {
@@ -418,11 +424,7 @@ fn prune(dir: &Path, version: u64) {
     // The tables of an extension stay with the directory they are in.
     let bases: Vec<String> = kept
         .iter()
-        .filter_map(|(_, p)| {
-            let m: Manifest =
-                serde_json::from_slice(&std::fs::read(p.join(MANIFEST)).ok()?).ok()?;
-            m.base
-        })
+        .filter_map(|(_, p)| manifest_of(p)?.base)
         .collect();
     for (_, p) in gone {
         if !bases.contains(&file_name(&p)) {
