@@ -136,6 +136,9 @@ fn open(at: &Path, src: &Source, events: &str, version: u64) -> Option<Projectio
     if m.layout != LAYOUT || m.events != events || m.version != version {
         return None;
     }
+    if !is_whole(at) {
+        return None;
+    }
     let store = StorylineLanceStore::open(at).ok()?;
     let store = Source {
         source_path: src.source_path.clone(),
@@ -343,6 +346,12 @@ fn newest_before(dir: &Path, events: &str, version: u64) -> Option<(PathBuf, Man
         .max_by_key(|(_, m)| m.version)
 }
 
+/// Whether the projection at `dir` has its manifest and its tables (an
+/// extension's are in another directory, which may be gone).
+fn is_whole(dir: &Path) -> bool {
+    manifest_of(dir).is_some() && dir.join("generations").is_dir()
+}
+
 /// The manifest of the projection at `dir`, when it has a readable one.
 fn manifest_of(dir: &Path) -> Option<Manifest> {
     serde_json::from_slice(&std::fs::read(dir.join(MANIFEST)).ok()?).ok()
@@ -379,7 +388,7 @@ fn publish(
             if at.exists() {
                 // Built by another process meanwhile, or left unreadable:
                 // a whole one is kept, a broken one replaced.
-                if std::fs::read(at.join(MANIFEST)).is_ok() {
+                if is_whole(at) {
                     return Ok(manifest);
                 }
                 std::fs::remove_dir_all(at).map_err(|_| Failed::Write)?;
@@ -427,8 +436,13 @@ fn prune(dir: &Path, version: u64) {
         .filter_map(|(_, p)| manifest_of(p)?.base)
         .collect();
     for (_, p) in gone {
-        if !bases.contains(&file_name(&p)) {
-            let _ = std::fs::remove_dir_all(p);
+        if bases.contains(&file_name(&p)) {
+            continue;
+        }
+        // Nor are tables being extended now (before the extension is
+        // published, nothing kept names them): removed under their lock.
+        if let Ok(Some(_extending)) = crate::util::fs::FileLock::try_new(&p.join(".extend.lock")) {
+            let _ = std::fs::remove_dir_all(&p);
         }
     }
 }

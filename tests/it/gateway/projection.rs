@@ -319,6 +319,17 @@ fn an_appended_version_extends_the_projection_of_the_one_before() {
     let fourth = stored_order(&s, &cache);
     assert_eq!(fourth, stored_order(&s, &off));
     let rebuilt = projections(&cache);
-    let newest = rebuilt.iter().max().unwrap();
-    assert!(!is_extension(newest), "{rebuilt:?}");
+    let newest = rebuilt.iter().max().unwrap().clone();
+    assert!(!is_extension(&newest), "{rebuilt:?}");
+
+    // An extension whose tables went away (its base removed) is built
+    // again, whole, in its place.
+    append_calls(&s, &["s6"], 1, &mut seq, &[]);
+    let fifth = stored_order(&s, &cache);
+    let extension = projections(&cache).into_iter().max().unwrap();
+    assert!(is_extension(&extension));
+    std::fs::remove_dir_all(&newest).unwrap();
+    assert_eq!(stored_order(&s, &cache), fifth);
+    assert_eq!(fifth, stored_order(&s, &off));
+    assert!(!is_extension(&extension), "rebuilt whole in its place");
 }
