@@ -279,15 +279,20 @@ fn extend(
         kept: std::cell::Cell::new(0),
         earlier_sessions: std::cell::Cell::new(0),
     };
-    // The earlier projection has a trajectory per session, in order.
-    let matches = || since.earlier_sessions.get() == before.summary.sessions;
+    // The earlier projection has a trajectory per session, in order, and
+    // at least half of them stay: replacing more would leave the tables
+    // mostly rows marked deleted, where a whole build writes only live ones.
+    let matches = || {
+        since.earlier_sessions.get() == before.summary.sessions
+            && 2 * since.kept.get() >= before.summary.sessions
+    };
     let manifest = publish(dir, at, |tmp| {
         let (projected, w) = project_into(src, Some(&since), || {
             if matches() {
                 StoreWriter::resume(&base, &pinned, since.kept.get())
             } else {
                 Err(crate::store::StoreError::Internal(
-                    "the earlier projection has other sessions".into(),
+                    "the earlier projection has other sessions, or most of it changed".into(),
                 ))
             }
         })?;

@@ -183,7 +183,7 @@ fn captured_sessions_are_projected_once_per_events_version() {
 /// Append `calls` chat calls of each of `sessions` (a request and a
 /// response each, `seq` going on from `seq`) to the events store of `s`,
 /// as the Gateway writes them; `again` stores the events of these `seq`
-/// values of s1's first call a second time (a Gateway restarted after a
+/// values of a call of s2 a second time (a Gateway restarted after a
 /// crash).
 fn append_calls(s: &Setup, sessions: &[&str], calls: usize, seq: &mut i64, again: &[i64]) {
     let path = s.ds().join("events.lance");
@@ -212,14 +212,14 @@ fn append_calls(s: &Setup, sessions: &[&str], calls: usize, seq: &mut i64, again
         }
     }
     for &again in again {
-        // Events of the first call of s1 (the second session of the first
-        // append), stored again as they were.
+        // Events of the call of s2 that follows the first two rounds (its
+        // `seq` 21 and 22), stored again as they were.
         let kind = if again % 2 == 1 {
             "http.request"
         } else {
             "http.response"
         };
-        batch.push(record(again, "s1", "s1-2-0", kind));
+        batch.push(record(again, "s2", "s2-20-0", kind));
     }
     pchronicle::store::events::append(path.to_str().unwrap(), &batch, exists).unwrap();
 }
@@ -265,9 +265,9 @@ fn an_appended_version_extends_the_projection_of_the_one_before() {
     assert_eq!(built.len(), 1, "{built:?}");
     assert!(!is_extension(&built[0]));
 
-    // One more call of s3 (the third trajectory) and a new session: the
-    // first two trajectories stay, the rest are projected again.
-    append_calls(&s, &["s3", "s5"], 1, &mut seq, &[]);
+    // One more call of s4 (the last trajectory) and a new session: the
+    // first four trajectories stay, the rest are projected again.
+    append_calls(&s, &["s4", "s5"], 1, &mut seq, &[]);
     let second = stored_order(&s, &cache);
     assert_eq!(second, stored_order(&s, &off));
     assert_ne!(second, first);
@@ -276,14 +276,14 @@ fn an_appended_version_extends_the_projection_of_the_one_before() {
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap()["session_id"].clone())
         .collect();
-    assert_eq!(order, ["s0", "s1", "s2", "s4", "s3", "s5"]);
+    assert_eq!(order, ["s0", "s1", "s3", "s2", "s4", "s5"]);
     let now = projections(&cache);
     let extension = now.iter().find(|p| !built.contains(p)).unwrap().clone();
     assert!(is_extension(&extension), "{now:?}");
 
-    // A Gateway restarted after a crash stores two events of s1 again:
-    // the duplicates count moves s1 after the others.
-    append_calls(&s, &[], 0, &mut seq, &[3, 4]);
+    // A Gateway restarted after a crash stores the events of s2's last
+    // call again: the copies move s2 after the others.
+    append_calls(&s, &[], 0, &mut seq, &[21, 22]);
     let third = stored_order(&s, &cache);
     assert_eq!(third, stored_order(&s, &off));
     assert_ne!(third, second);
@@ -332,4 +332,18 @@ fn an_appended_version_extends_the_projection_of_the_one_before() {
     assert_eq!(stored_order(&s, &cache), fifth);
     assert_eq!(fifth, stored_order(&s, &off));
     assert!(!is_extension(&extension), "rebuilt whole in its place");
+
+    // A call in every session: fewer than half the trajectories would stay,
+    // so the new version is built whole rather than extended.
+    append_calls(
+        &s,
+        &["s0", "s1", "s2", "s3", "s4", "s5", "s6"],
+        1,
+        &mut seq,
+        &[],
+    );
+    let sixth = stored_order(&s, &cache);
+    assert_eq!(sixth, stored_order(&s, &off));
+    let newest = projections(&cache).into_iter().max().unwrap();
+    assert!(!is_extension(&newest));
 }
