@@ -274,17 +274,19 @@ fn extend(
     if rows != before.summary.stored_rows {
         return Ok(None);
     }
+    // At least half of the earlier trajectories stay, or the version is
+    // projected whole: replacing more would leave the tables mostly rows
+    // marked deleted, where a whole build writes only live ones.
     let since = Since {
         rows,
+        least: before.summary.sessions.div_ceil(2),
         kept: std::cell::Cell::new(0),
         earlier_sessions: std::cell::Cell::new(0),
     };
     // The earlier projection has a trajectory per session, in order, and
-    // at least half of them stay: replacing more would leave the tables
-    // mostly rows marked deleted, where a whole build writes only live ones.
+    // enough of them stay.
     let matches = || {
-        since.earlier_sessions.get() == before.summary.sessions
-            && 2 * since.kept.get() >= before.summary.sessions
+        since.earlier_sessions.get() == before.summary.sessions && since.kept.get() >= since.least
     };
     let manifest = publish(dir, at, |tmp| {
         let (projected, w) = project_into(src, Some(&since), || {

@@ -756,22 +756,28 @@ pub(super) fn project_events(
         // `status` fills this in.
         wal_pending_events: None,
     };
-    // The records are read as their sessions are projected.
-    let records = if whole {
-        crate::store::events::RecordReader::held(&read.batches, 6)
-            .map_err(|e| store_failure(src, &e))?
-    } else {
-        events_records(src)?
-    };
     let sessions = formats::events::sessions(&events);
     let kept = match since {
         Some(since) => {
             let (kept, earlier) = formats::events::unchanged_sessions(&sessions, since.rows);
             since.kept.set(kept as u64);
             since.earlier_sessions.set(earlier);
+            if (kept as u64) < since.least {
+                return Ok(ProjectedEvents {
+                    summary,
+                    newest_ms: newest,
+                });
+            }
             kept
         }
         None => 0,
+    };
+    // The records are read as their sessions are projected.
+    let records = if whole {
+        crate::store::events::RecordReader::held(&read.batches, 6)
+            .map_err(|e| store_failure(src, &e))?
+    } else {
+        events_records(src)?
     };
     formats::events::project_each(&sessions[kept..], &records, &src.source_path, sink).map_err(
         |e| match e {
@@ -808,10 +814,14 @@ pub(super) struct ProjectedEvents {
 /// in order of their last row (see `formats::events::sessions`), so the
 /// earlier version's projection has this one's first `kept` trajectories
 /// in the same places; only the sessions after them are projected. Both
-/// counts are set before the first trajectory is handed on.
+/// counts are set before the first trajectory is handed on, and when
+/// fewer than `least` would stay, none is.
 pub(super) struct Since {
     /// The earlier version's rows.
     pub(super) rows: u64,
+    /// Fewer leading trajectories than this would stay: nothing is
+    /// projected (the caller projects the version whole instead).
+    pub(super) least: u64,
     /// Leading trajectories of the earlier projection that stay.
     pub(super) kept: std::cell::Cell<u64>,
     /// Sessions the earlier version held (its projection's trajectories).
