@@ -70,6 +70,27 @@ struct Manifest {
     extensions: u32,
 }
 
+impl Manifest {
+    /// The manifest of a projection of this build's layout.
+    fn new(
+        events: &str,
+        version: u64,
+        projected: super::read::ProjectedEvents,
+        base: Option<String>,
+        extensions: u32,
+    ) -> Self {
+        Manifest {
+            layout: LAYOUT,
+            events: events.to_string(),
+            version,
+            summary: projected.summary,
+            newest_ms: projected.newest_ms,
+            base,
+            extensions,
+        }
+    }
+}
+
 /// Where the events table of `src` lives (a local path or an S3 URI).
 fn location(src: &Source) -> String {
     match &src.object {
@@ -180,15 +201,7 @@ fn build(
             None => StoreWriter::create(tmp).map_err(write)?,
         };
         w.finish().map_err(write)?;
-        Ok(Manifest {
-            layout: LAYOUT,
-            events: events.to_string(),
-            version,
-            summary: projected.summary,
-            newest_ms: projected.newest_ms,
-            base: None,
-            extensions: 0,
-        })
+        Ok(Manifest::new(events, version, projected, None, 0))
     })
 }
 
@@ -314,15 +327,13 @@ fn extend(
             std::os::unix::fs::symlink(target, tmp.join(name)).map_err(|_| Failed::Write)?;
         }
         current.write(tmp).map_err(|_| Failed::Write)?;
-        Ok(Manifest {
-            layout: LAYOUT,
-            events: events.to_string(),
+        Ok(Manifest::new(
+            events,
             version,
-            summary: projected.summary,
-            newest_ms: projected.newest_ms,
-            base: Some(base_name.clone()),
-            extensions: before.extensions + 1,
-        })
+            projected,
+            Some(base_name.clone()),
+            before.extensions + 1,
+        ))
     });
     match manifest {
         Ok(m) => Ok(Some(m)),
