@@ -37,6 +37,7 @@ mod docset;
 mod index;
 mod json_leaves;
 mod pairs;
+mod queued;
 mod schema;
 mod search;
 mod tokenize;

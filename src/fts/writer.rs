@@ -6,6 +6,8 @@ use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Int64Type, TimestampNanosecondType};
 use tantivy::{IndexWriter, TantivyDocument, Term};
 
+use super::queued::Gauge;
+
 use super::schema::{
     step_order, Fields, CALL_OUTPUT_COLUMN, JSON_FAST_MAX_BYTES, JSON_IN_STORE, OBSERVATION,
 };
@@ -32,7 +34,9 @@ const MAX_DOCS_TO_MERGE: usize = 100_000;
 
 /// Adds steps to an index. `add_batch` may be called from several threads.
 pub struct Writer {
-    writer: IndexWriter<TantivyDocument>,
+    writer: IndexWriter<super::queued::Queued>,
+    /// The text waiting in tantivy's queue.
+    queued: Gauge,
     fields: Fields,
     steps: AtomicU64,
     text_bytes: AtomicU64,
@@ -57,6 +61,7 @@ impl Writer {
         writer.set_merge_policy(Box::new(merges));
         Ok(Writer {
             writer,
+            queued: Gauge::default(),
             fields,
             steps: AtomicU64::new(0),
             text_bytes: AtomicU64::new(0),
@@ -111,6 +116,8 @@ impl Writer {
         let (mut steps, mut text_bytes) = (0u64, 0u64);
         for r in 0..batch.num_rows() {
             let mut d = TantivyDocument::default();
+            // The text the document owns, roughly: what it holds in the queue.
+            let mut held = 0;
             let s = src.value(r);
             let dv = doc.value(r);
             d.add_text(f.src, s);
@@ -162,6 +169,7 @@ impl Writer {
                 // progress lines would otherwise glue to the words.
                 let v = crate::util::terminal::clean(v);
                 text_bytes += v.len() as u64;
+                held += v.len();
                 d.add_text(f.text[i], &*v);
             }
             for (i, a) in jsons.iter().enumerate() {
@@ -175,12 +183,15 @@ impl Writer {
                         v
                     };
                     d.add_text(f.json_fast[i], fast);
+                    held += v.len() + fast.len();
                     for t in super::json_leaves::cell_terms(i, v) {
+                        held += t.len();
                         d.add_text(f.json_leaf, t);
                     }
                 }
             }
-            self.writer.add_document(d)?;
+            self.queued.wait();
+            self.writer.add_document(self.queued.queue(d, held))?;
             steps += 1;
         }
         self.steps.fetch_add(steps, Ordering::Relaxed);
@@ -201,4 +212,54 @@ impl Writer {
 
 fn cell(a: Option<&arrow::array::StringArray>, r: usize) -> Option<&str> {
     a.and_then(|a| (!a.is_null(r)).then(|| a.value(r)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    use super::super::queued::MAX_QUEUED_BYTES;
+    use super::super::schema::BUILD_COLUMNS;
+    use super::*;
+
+    /// `rows` steps of one Source, each with `text` as its tool output.
+    fn steps(rows: usize, text: &str) -> RecordBatch {
+        let strings = |v: &str| -> ArrayRef { Arc::new(StringArray::from(vec![v; rows])) };
+        let numbers = || -> ArrayRef { Arc::new(Int64Array::from_iter_values(0..rows as i64)) };
+        let columns: Vec<ArrayRef> = BUILD_COLUMNS
+            .iter()
+            .map(|c| match *c {
+                "observation_text" => strings(text),
+                "storage_ordinal" | "turn_ordinal" => numbers(),
+                _ => strings("x"),
+            })
+            .collect();
+        let schema = Schema::new(
+            BUILD_COLUMNS
+                .iter()
+                .zip(&columns)
+                .map(|(c, a)| Field::new(*c, a.data_type().clone(), false))
+                .collect::<Vec<_>>(),
+        );
+        assert_eq!(columns[16].data_type(), &DataType::Int64);
+        RecordBatch::try_new(Arc::new(schema), columns).unwrap()
+    }
+
+    #[test]
+    fn the_text_waiting_for_the_indexing_threads_is_bounded() {
+        let index = crate::fts::Index::create_in_memory();
+        let writer = index.writer(1).unwrap();
+        let text = "collecting lorem ipsum dolor sit amet\n".repeat(500);
+        let batch = steps(600, &text);
+        writer.add_batch(&batch).unwrap();
+        // 11 MB of text went through, far faster than one thread indexes
+        // it; at most the bound and one step were out with tantivy at once.
+        let most = writer.queued.most();
+        assert!(most > MAX_QUEUED_BYTES / 2, "{most}");
+        assert!(most <= MAX_QUEUED_BYTES + text.len() + 64, "{most}");
+        assert_eq!(writer.finish().unwrap().0, 600);
+    }
 }
