@@ -42,6 +42,15 @@ build_release() {
   export PC GEN
 }
 
+# start_s3 DIR : start moto's S3-protocol server on loopback (its address is
+# written to DIR/endpoint); sets S3_PID, to stop it, and ENDPOINT.
+start_s3() {
+  "$PCHRONICLE_PYTHON" "$ROOT/tests/python/s3_server.py" --forever > "$1/endpoint" &
+  S3_PID=$!
+  for _ in $(seq 300); do [ -s "$1/endpoint" ] && break; sleep 0.1; done
+  ENDPOINT=$(head -n1 "$1/endpoint")
+}
+
 # The generator's output version: corpora made by an older generator (before
 # its observations looked like real terminal output) are not reused.
 CORPUS_VERSION=2

@@ -17,11 +17,8 @@ DIR=$(corpus "atif-${RUNS}x${STEPS}" --runs "$RUNS" --steps "$STEPS" --seed 5)
 BYTES=$(find "$DIR" -name '*.json' -printf '%s\n' | awk '{s+=$1} END {print s}')
 FILES=$(find "$DIR" -name '*.json' | wc -l)
 OUT=$(mktemp -d)
-"$PCHRONICLE_PYTHON" "$ROOT/tests/python/s3_server.py" --forever > "$OUT/endpoint" &
-S3_PID=$!
+start_s3 "$OUT"
 trap 'kill $S3_PID 2>/dev/null || true; rm -rf "$OUT"' EXIT
-for _ in $(seq 300); do [ -s "$OUT/endpoint" ] && break; sleep 0.1; done
-ENDPOINT=$(head -n1 "$OUT/endpoint")
 export AWS_ENDPOINT_URL="$ENDPOINT" AWS_REGION=us-east-1 \
   AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench-secret \
   PCHRONICLE_S3_ALLOW=127.0.0.1 PCHRONICLE_CACHE_DIR="$OUT/cache"

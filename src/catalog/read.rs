@@ -696,13 +696,7 @@ pub(super) fn project_events(
     use crate::store::StoreError;
     use arrow::array::{Array, Int64Array, StringArray};
     let (path, version) = events_table(src)?;
-    // Where records are read whole (S3), they come with the envelopes, in
-    // the same scan.
-    let whole = crate::store::events::reads_whole(&path);
-    let mut wanted = vec!["session_id", "call_id", "kind"];
-    if whole {
-        wanted.push("payload_json");
-    }
+    let wanted = ["session_id", "call_id", "kind"];
     let read = crate::store::events::read_deduped(&path, version, &wanted)
         .map_err(|e| store_failure(src, &e))?;
     let corrupt = |what: &str| store_failure(src, &StoreError::Corrupt(format!("events: {what}")));
@@ -773,12 +767,7 @@ pub(super) fn project_events(
         None => 0,
     };
     // The records are read as their sessions are projected.
-    let records = if whole {
-        crate::store::events::RecordReader::held(&read.batches, 6)
-            .map_err(|e| store_failure(src, &e))?
-    } else {
-        events_records(src)?
-    };
+    let records = events_records(src)?;
     formats::events::project_each(&sessions[kept..], &records, &src.source_path, sink).map_err(
         |e| match e {
             formats::events::ProjectError::Record(e) => {

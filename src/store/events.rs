@@ -254,9 +254,74 @@ pub fn read_deduped(
 /// read, few enough that a request holds a few MiB of records.
 const RECORDS_PER_TAKE: usize = 2048;
 
+/// Rows per batch read into a spool file.
+const SPOOL_ROWS: usize = 1024;
+
+/// A new file in the system's temporary directory, already removed from
+/// it: its space is given back when the last handle closes, even after a
+/// crash.
+fn spool_file() -> Result<std::fs::File, StoreError> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("pchronicle-records-{}-{n}", std::process::id()));
+    let file = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(spool_error)?;
+    std::fs::remove_file(&path).map_err(spool_error)?;
+    Ok(file)
+}
+
+fn spool_error(e: std::io::Error) -> StoreError {
+    StoreError::Internal(format!("records spooled to a temporary file: {e}"))
+}
+
+/// The records `rows` (ascending, each once) of a spool file whose records
+/// end at `ends`, as one text column. Records next to each other are read
+/// in one go.
+fn read_spooled(
+    file: &std::fs::File,
+    ends: &[u64],
+    rows: &[u64],
+) -> Result<StringArray, StoreError> {
+    use std::os::unix::fs::FileExt;
+    let span = |r: u64| -> Result<(u64, u64), StoreError> {
+        let r = usize::try_from(r).ok().filter(|&r| r < ends.len());
+        let r = r.ok_or_else(|| StoreError::Corrupt("events: a record is missing".into()))?;
+        Ok((if r == 0 { 0 } else { ends[r - 1] }, ends[r]))
+    };
+    let mut texts = arrow::array::StringBuilder::new();
+    let mut buf = Vec::new();
+    let mut i = 0;
+    while i < rows.len() {
+        let mut j = i + 1;
+        while j < rows.len() && rows[j] == rows[j - 1] + 1 {
+            j += 1;
+        }
+        let (from, _) = span(rows[i])?;
+        let (_, to) = span(rows[j - 1])?;
+        buf.resize(
+            usize::try_from(to - from).map_err(|e| StoreError::Internal(e.to_string()))?,
+            0,
+        );
+        file.read_exact_at(&mut buf, from).map_err(spool_error)?;
+        for &r in &rows[i..j] {
+            let (a, b) = span(r)?;
+            let bytes = &buf[(a - from) as usize..(b - from) as usize];
+            let text = std::str::from_utf8(bytes)
+                .map_err(|_| StoreError::Corrupt("events: a spooled record is not UTF-8".into()))?;
+            texts.append_value(text);
+        }
+        i = j;
+    }
+    Ok(texts.finish())
+}
+
 /// Whether the records of the events table at `path` are read whole, in
 /// storage order, rather than by row: on S3 (see [`RecordReader::open`]).
-pub fn reads_whole(path: &str) -> bool {
+fn reads_whole(path: &str) -> bool {
     path.starts_with("s3://")
 }
 
@@ -272,9 +337,16 @@ pub enum RecordReader {
         /// `payload_json`.
         projection: lance::dataset::ProjectionRequest,
     },
-    /// Every record, read once in storage order (a table on S3): the
-    /// batches as read, and the row each starts at.
-    Held(Vec<StringArray>, Vec<u64>),
+    /// Every record, read once in storage order (a table on S3) into a
+    /// file of the system's temporary directory, removed from it as soon
+    /// as it is made, so it goes with the reader (or the process) whatever
+    /// happens; and where each record ends in it.
+    Spooled {
+        /// The spool file.
+        file: std::fs::File,
+        /// Where each record ends in it, in storage order.
+        ends: Vec<u64>,
+    },
 }
 
 impl RecordReader {
@@ -282,19 +354,17 @@ impl RecordReader {
     /// that they go on while a store writer waits for the projection on
     /// the shared one (see `util::rt::reads_runtime`).
     ///
-    /// A table on S3 is read whole, once, in storage order: there a take
+    /// A table on S3 is read whole, once, in storage order, into a spool
+    /// file ([`RecordReader::spool`]): there a take
     /// pays round trips for every page it touches, and the rows of a group
     /// of sessions are spread over the whole table when sessions
     /// interleave (100,000 events of 2,000 interleaved sessions took 11.7 s
     /// to project by row on a loopback S3 server, 1.0 s read whole).
     pub fn open(path: &str, version: u64) -> Result<Self, StoreError> {
-        let p = path.to_string();
         if reads_whole(path) {
-            let batches = reads_runtime().block_on(async move {
-                lance_io::scan(&p, version, &["payload_json"], None).await
-            })?;
-            return Self::held(&batches, 0);
+            return Self::spool(path, version);
         }
+        let p = path.to_string();
         let ds = reads_runtime().block_on(async move { lance_io::open_at(&p, version).await })?;
         let projection = lance::dataset::ProjectionRequest::from_schema(
             ds.schema()
@@ -307,22 +377,36 @@ impl RecordReader {
         })
     }
 
-    /// The records in column `column` of `batches` (a whole table's, in
-    /// storage order), held.
-    pub fn held(batches: &[RecordBatch], column: usize) -> Result<Self, StoreError> {
-        let (mut held, mut starts, mut at) = (Vec::new(), Vec::new(), 0u64);
-        for b in batches {
+    /// Read every record of `path@version` in storage order into a
+    /// spool file. The reader holds where each record ends, not its text,
+    /// so the records of a store on S3 need not fit in memory.
+    pub fn spool(path: &str, version: u64) -> Result<Self, StoreError> {
+        use futures::StreamExt;
+        use std::io::Write;
+        let p = path.to_string();
+        let mut stream = reads_runtime().block_on(async move {
+            lance_io::scan_stream(&p, version, &["payload_json"], None, Some(SPOOL_ROWS)).await
+        })?;
+        let file = spool_file()?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, &file);
+        let (mut ends, mut at) = (Vec::new(), 0u64);
+        while let Some(b) = reads_runtime().block_on(stream.next()) {
+            let b = b?;
             let a = b
-                .column(column)
+                .column(0)
                 .as_any()
                 .downcast_ref::<StringArray>()
-                .ok_or_else(|| StoreError::Corrupt("events: `payload_json` is not Utf8".into()))?
-                .clone();
-            starts.push(at);
-            at += a.len() as u64;
-            held.push(a);
+                .ok_or_else(|| StoreError::Corrupt("events: `payload_json` is not Utf8".into()))?;
+            for r in 0..a.len() {
+                let v = if a.is_null(r) { "" } else { a.value(r) };
+                out.write_all(v.as_bytes()).map_err(spool_error)?;
+                at += v.len() as u64;
+                ends.push(at);
+            }
         }
-        Ok(RecordReader::Held(held, starts))
+        out.flush().map_err(spool_error)?;
+        drop(out);
+        Ok(RecordReader::Spooled { file, ends })
     }
 
     /// The records at `rows` (offsets in storage order, as
@@ -365,22 +449,15 @@ impl RecordReader {
     /// hold them and, for each, which array and row.
     fn read(&self, sorted: &[u64]) -> Result<(Vec<StringArray>, Vec<(u32, u32)>), StoreError> {
         match self {
-            RecordReader::Held(held, starts) => {
-                let total = starts
-                    .last()
-                    .zip(held.last())
-                    .map_or(0, |(s, a)| s + a.len() as u64);
-                let places = sorted
-                    .iter()
-                    .map(|&r| {
-                        if r >= total {
-                            return Err(StoreError::Corrupt("events: a record is missing".into()));
-                        }
-                        let a = starts.partition_point(|&s| s <= r) - 1;
-                        Ok((a as u32, (r - starts[a]) as u32))
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok((held.clone(), places))
+            RecordReader::Spooled { file, ends } => {
+                let mut out = Vec::with_capacity(sorted.len().div_ceil(RECORDS_PER_TAKE));
+                let mut places = Vec::with_capacity(sorted.len());
+                for chunk in sorted.chunks(RECORDS_PER_TAKE) {
+                    let n = out.len() as u32;
+                    out.push(read_spooled(file, ends, chunk)?);
+                    places.extend((0..chunk.len() as u32).map(|r| (n, r)));
+                }
+                Ok((out, places))
             }
             RecordReader::Table { ds, projection } => {
                 let mut out = Vec::with_capacity(sorted.len().div_ceil(RECORDS_PER_TAKE));
@@ -550,4 +627,51 @@ pub fn maintain(path: &str, retention: std::time::Duration) -> Result<(u64, u64,
             stats.old_versions,
         ))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spooled_records_read_as_the_table_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.lance");
+        let path = path.to_str().unwrap();
+        // Records of every size, including ones far larger than a batch's
+        // share, over two versions (two data files).
+        let event = |seq: i64| {
+            serde_json::json!({
+                "seq": seq,
+                "event_id": format!("e{seq}"),
+                "session_id": format!("s{}", seq % 7),
+                "kind": "http.request",
+                "payload": {"body": "超时 ".repeat((seq as usize * 37) % 3_000)},
+            })
+        };
+        append(path, &(0..1_500).map(event).collect::<Vec<_>>(), false).unwrap();
+        let version = append(path, &(1_500..3_100).map(event).collect::<Vec<_>>(), true).unwrap();
+        let table = RecordReader::open(path, version).unwrap();
+        assert!(matches!(table, RecordReader::Table { .. }));
+        let spooled = RecordReader::spool(path, version).unwrap();
+        let rows: Vec<u64> = (0..3_100)
+            .filter(|r| r % 3 != 1 || (1_000..1_100).contains(r))
+            .collect();
+        let (a, b) = (table.column(&rows).unwrap(), spooled.column(&rows).unwrap());
+        assert_eq!(a.len(), rows.len());
+        assert_eq!(a.as_ref(), b.as_ref());
+        // Asked out of storage order: handed back in the order asked.
+        use crate::formats::events::RecordTexts;
+        let asked = [3_099, 0, 1_500, 1_499, 7];
+        let (a, b) = (table.texts(&asked).unwrap(), spooled.texts(&asked).unwrap());
+        for i in 0..asked.len() {
+            assert_eq!(a.get(i), b.get(i));
+            assert!(
+                b.get(i).contains(&format!("\"seq\":{}", asked[i])),
+                "{}",
+                b.get(i)
+            );
+        }
+        assert!(spooled.column(&[3_100]).is_err());
+    }
 }
