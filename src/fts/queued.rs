@@ -11,8 +11,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[cfg(test)]
-use tantivy::schema::Field;
 use tantivy::{Document, TantivyDocument};
 
 /// Bytes of text handed to tantivy and not yet indexed, above which
@@ -108,6 +106,8 @@ impl Document for Queued {
 
 #[cfg(test)]
 mod tests {
+    use tantivy::schema::Field;
+
     use super::*;
 
     #[test]
