@@ -6,8 +6,7 @@ use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Int64Type, TimestampNanosecondType};
 use tantivy::{IndexWriter, TantivyDocument, Term};
 
-use super::queued::Gauge;
-
+use super::queued::{Gauge, Queued};
 use super::schema::{
     step_order, Fields, CALL_OUTPUT_COLUMN, JSON_FAST_MAX_BYTES, JSON_IN_STORE, OBSERVATION,
 };
@@ -34,7 +33,7 @@ const MAX_DOCS_TO_MERGE: usize = 100_000;
 
 /// Adds steps to an index. `add_batch` may be called from several threads.
 pub struct Writer {
-    writer: IndexWriter<super::queued::Queued>,
+    writer: IndexWriter<Queued>,
     /// The text waiting in tantivy's queue.
     queued: Gauge,
     fields: Fields,
