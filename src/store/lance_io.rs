@@ -74,13 +74,16 @@ impl RecordBatchReader for ChannelReader {
 /// Lance's default (8 MiB) is held by every column of a file until the page
 /// fills, even small integer columns over millions of rows: a wide table
 /// would buffer hundreds of MiB whatever the size of the input.
-const PAGE_BUFFER_BYTES_PER_COLUMN: u64 = 2 << 20;
+pub const PAGE_BUFFER_BYTES_PER_COLUMN: u64 = 2 << 20;
 
-/// The file writer options of a table with `schema`: a fixed buffer per
-/// column.
-fn file_writer_options(schema: &SchemaRef) -> lance_file::writer::FileWriterOptions {
+/// The file writer options of a table with `schema`: `per_column` bytes
+/// buffered per column.
+fn file_writer_options(
+    schema: &SchemaRef,
+    per_column: u64,
+) -> lance_file::writer::FileWriterOptions {
     lance_file::writer::FileWriterOptions {
-        data_cache_bytes: Some(PAGE_BUFFER_BYTES_PER_COLUMN * schema.fields().len().max(1) as u64),
+        data_cache_bytes: Some(per_column * schema.fields().len().max(1) as u64),
         ..Default::default()
     }
 }
@@ -101,6 +104,17 @@ pub async fn append_table(
     reader: ChannelReader,
     exists: bool,
 ) -> Result<u64, StoreError> {
+    append_table_paged(path, reader, exists, PAGE_BUFFER_BYTES_PER_COLUMN).await
+}
+
+/// [`append_table`] with `per_column` bytes buffered per column before a
+/// page is written.
+pub async fn append_table_paged(
+    path: &str,
+    reader: ChannelReader,
+    exists: bool,
+    per_column: u64,
+) -> Result<u64, StoreError> {
     let params = WriteParams {
         mode: if exists {
             WriteMode::Append
@@ -109,7 +123,7 @@ pub async fn append_table(
         },
         max_rows_per_file: ROWS_PER_FILE,
         session: session_for(path)?,
-        file_writer_options: Some(file_writer_options(&reader.schema)),
+        file_writer_options: Some(file_writer_options(&reader.schema, per_column)),
         ..Default::default()
     };
     let ds = Dataset::write(reader, path, Some(params))
