@@ -2,6 +2,7 @@
 //! channels, pinned opens and projected scans.
 
 use std::sync::mpsc::Receiver;
+use std::sync::{Arc, OnceLock};
 
 use arrow::array::RecordBatchReader;
 use arrow::datatypes::SchemaRef;
@@ -10,7 +11,9 @@ use arrow::record_batch::RecordBatch;
 use futures::{SinkExt as _, StreamExt as _};
 use lance::dataset::builder::DatasetBuilder;
 use lance::dataset::{WriteMode, WriteParams};
+use lance::session::Session;
 use lance::Dataset;
+use lance_io::object_store::providers::ObjectStoreRegistry;
 
 use super::StoreError;
 
@@ -146,15 +149,43 @@ pub async fn latest_version(path: &str) -> Result<Option<u64>, StoreError> {
 }
 
 /// The Lance session for `path`: S3 URLs go through pChronicle's S3 client
-/// (see `crate::s3::lance`); local paths use Lance's default.
-fn session_for(path: &str) -> Result<Option<std::sync::Arc<lance::session::Session>>, StoreError> {
+/// (see `crate::s3::lance`); local paths share [`local_session`].
+fn session_for(path: &str) -> Result<Option<Arc<Session>>, StoreError> {
     if path.starts_with("s3://") {
         crate::s3::lance::session()
             .map(Some)
             .map_err(|e| StoreError::Io(format!("[{}] {e}", e.code())))
     } else {
-        Ok(None)
+        Ok(Some(local_session()))
     }
+}
+
+/// Bytes of Lance's metadata cache for tables on local disk.
+const LOCAL_METADATA_CACHE_BYTES: usize = 16 << 20;
+/// Bytes of Lance's index cache for tables on local disk (the scalar
+/// indexes `maintain --reindex` builds).
+const LOCAL_INDEX_CACHE_BYTES: usize = 32 << 20;
+
+/// The session of every table on local disk in this process. Lance's
+/// default gives each opened table its own metadata cache of up to 1 GiB,
+/// and a scan caches there what it reads to start decoding each page of
+/// each data file (chunk tables, dictionaries, repetition indexes) besides
+/// the files' metadata. A command reads each file once or twice, so the
+/// cache did not save reads; it held them, and memory grew with the data
+/// files read: the 5M-step export's anonymous memory rose from about 120
+/// to 170–195 MiB over its run, and levels at about 150 MiB with this
+/// session (docs/benchmarks.md).
+fn local_session() -> Arc<Session> {
+    static SESSION: OnceLock<Arc<Session>> = OnceLock::new();
+    SESSION
+        .get_or_init(|| {
+            Arc::new(Session::new(
+                LOCAL_INDEX_CACHE_BYTES,
+                LOCAL_METADATA_CACHE_BYTES,
+                Arc::new(ObjectStoreRegistry::default()),
+            ))
+        })
+        .clone()
 }
 
 /// Open `path` at exactly `version`.
@@ -257,7 +288,7 @@ pub async fn scan_stream(
     filter: Option<&str>,
     rows: Option<usize>,
 ) -> Result<BatchStream, StoreError> {
-    let ds = std::sync::Arc::new(open_at(path, version).await?);
+    let ds = Arc::new(open_at(path, version).await?);
     let n_files = ds.fragments().len();
     crate::util::stats::add(crate::util::stats::Counter::FilesOpened, n_files as u64);
     // A column that is not there fails here, before any file is read.
@@ -313,7 +344,7 @@ pub async fn scan_stream(
 /// A scan of `columns` (of one data file when `file` is given) in storage
 /// order; see [`scan_stream`].
 fn scanner(
-    ds: &std::sync::Arc<Dataset>,
+    ds: &Arc<Dataset>,
     columns: &[String],
     filter: Option<&str>,
     rows: Option<usize>,
@@ -352,7 +383,6 @@ mod tests {
     use super::*;
     use arrow::array::{Array, AsArray, Int64Array, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
-    use std::sync::Arc;
 
     /// A table of `n` rows (`i`, and text that grows with `i`) in files
     /// of `per_file` rows.
@@ -401,6 +431,27 @@ mod tests {
             }
         }
         out
+    }
+
+    /// Every table on local disk is read through one session whose caches
+    /// are bounded. With Lance's default session per table, what a scan
+    /// read to start decoding each page of each file stayed in a cache of
+    /// up to 1 GiB, so memory grew with the files a command read.
+    #[test]
+    fn local_tables_share_one_bounded_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.lance");
+        let path = path.to_str().unwrap();
+        let v = table(path, 5_000, 700);
+        assert_eq!(read(path, v, None, Some(256)).len(), 5_000);
+        let session = runtime().block_on(open_at(path, v)).unwrap().session();
+        assert!(Arc::ptr_eq(&session, &local_session()));
+        let held = session.size_bytes();
+        assert!(held > 0, "the scan went through the shared session");
+        assert!(
+            held <= (LOCAL_METADATA_CACHE_BYTES + LOCAL_INDEX_CACHE_BYTES) as u64,
+            "{held} bytes cached"
+        );
     }
 
     #[test]
