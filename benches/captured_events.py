@@ -9,8 +9,14 @@ them all). FIRST gets all events but the last NEW; SECOND, when given, is a
 copy of FIRST with those NEW events appended as a second version.
 
     python captured_events.py SESSIONS CALLS ACTIVE NEW FIRST [SECOND]
+
+With CAPTURE_BATCH_ROWS=N in the environment the records reach the writer
+in batches of at most N rows, as the Gateway's appends do (at most 20,000
+events each): Lance writes a page per batch of a long column at most, so
+the records are then in pages of a few MB instead of one page of them all.
 """
 import json
+import os
 import shutil
 import sys
 
@@ -71,16 +77,23 @@ def table(records):
     return pa.Table.from_pydict(rows, schema=SCHEMA)
 
 
+def batched(t):
+    rows = int(os.environ.get("CAPTURE_BATCH_ROWS", "0"))
+    if rows <= 0:
+        return t
+    return pa.RecordBatchReader.from_batches(SCHEMA, t.to_batches(max_chunksize=rows))
+
+
 def main():
     sessions, calls, active, new = map(int, sys.argv[1:5])
     first_path = sys.argv[5]
     second_path = sys.argv[6] if len(sys.argv) > 6 else None
     records = list(events(sessions, calls, active))
     cut = len(records) - new
-    lance.write_dataset(table(records[:cut]), first_path, max_rows_per_file=1 << 20)
+    lance.write_dataset(batched(table(records[:cut])), first_path, max_rows_per_file=1 << 20)
     if second_path:
         shutil.copytree(first_path, second_path)
-        lance.write_dataset(table(records[cut:]), second_path, mode="append")
+        lance.write_dataset(batched(table(records[cut:])), second_path, mode="append")
     print(f"{cut} events, then {new} more; {sessions} sessions, {active} at a time",
           file=sys.stderr)
 

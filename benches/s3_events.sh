@@ -8,6 +8,10 @@
 # local disk is the last row.
 #
 #   bash benches/s3_events.sh [SESSIONS] [CALLS] [ACTIVE] [RUNS] BIN [BIN...]
+#
+# CAPTURE_BATCH_ROWS=20000 writes the records in batches of the Gateway's
+# largest append (see captured_events.py), so their pages are as small as
+# in a store the Gateway wrote.
 source "$(dirname "$0")/common.sh"
 SESSIONS="${1:-2000}"; CALLS="${2:-25}"; ACTIVE="${3:-2000}"; RUNS="${4:-3}"; shift 4
 eval "$(bash "$ROOT/.ci/setup")"
