@@ -25,11 +25,13 @@ const BUFFER_BYTES_PER_THREAD: usize = 32_000_000;
 /// a time, and peaked at 1,519 MiB, then 343 MiB with the cap and reads
 /// without memory maps, see `build_dir`). With the cap, a merge takes the
 /// segments one writer buffer fills (about 20,000 steps each here) and
-/// stops one level above them: a 1M-step index keeps its 9 segments, a
-/// 5M-step one has about 30 (`find` on 44 segments took 20–30 ms against
-/// 10–20 ms on 9; docs/benchmarks.md). One merge runs at a time, for the
-/// same reason.
+/// stops one level above them: a 1M-step index keeps about 8 segments, a
+/// 5M-step one about 30 (`find` on 44 segments took 20–30 ms against
+/// 10–20 ms on 9; docs/benchmarks.md).
 const MAX_DOCS_TO_MERGE: usize = 100_000;
+
+/// Segments merged into one, as tantivy's log merge policy does by default.
+const SEGMENTS_PER_MERGE: usize = 8;
 
 /// Adds steps to an index. `add_batch` may be called from several threads.
 pub struct Writer {
@@ -52,12 +54,13 @@ impl Writer {
         let options = tantivy::indexer::IndexWriterOptions::builder()
             .memory_budget_per_thread(BUFFER_BYTES_PER_THREAD)
             .num_worker_threads(threads)
-            .num_merge_threads(1)
+            .num_merge_threads(threads)
             .build();
         let writer = index.writer_with_options(options)?;
-        let mut merges = tantivy::merge_policy::LogMergePolicy::default();
-        merges.set_max_docs_before_merge(MAX_DOCS_TO_MERGE);
-        writer.set_merge_policy(Box::new(merges));
+        // Segments are merged in `finish`, once the indexing buffers and
+        // the scans feeding them are gone: merging while indexing added
+        // its own memory to theirs at the peak of an import.
+        writer.set_merge_policy(Box::new(tantivy::merge_policy::NoMergePolicy));
         Ok(Writer {
             writer,
             queued: Gauge::default(),
@@ -198,14 +201,50 @@ impl Writer {
         Ok(())
     }
 
-    /// Commit and wait for merges; returns (steps, text bytes) added.
+    /// Commit, then merge the small segments; returns (steps, text bytes)
+    /// added.
     pub fn finish(mut self) -> Result<(u64, u64), FtsError> {
         self.writer.commit()?;
+        self.merge_small_segments()?;
         self.writer.wait_merging_threads()?;
         Ok((
             self.steps.load(Ordering::Relaxed),
             self.text_bytes.load(Ordering::Relaxed),
         ))
+    }
+
+    /// Merge the segments of at most [`MAX_DOCS_TO_MERGE`] steps,
+    /// [`SEGMENTS_PER_MERGE`] at a time (as many merges at once as there
+    /// are merge threads), until fewer than that many are left.
+    fn merge_small_segments(&mut self) -> Result<(), FtsError> {
+        loop {
+            let small: Vec<tantivy::index::SegmentId> = self
+                .writer
+                .index()
+                .searchable_segment_metas()?
+                .iter()
+                .filter(|m| m.num_docs() as usize <= MAX_DOCS_TO_MERGE)
+                .map(tantivy::index::SegmentMeta::id)
+                .collect();
+            if small.len() < SEGMENTS_PER_MERGE {
+                return Ok(());
+            }
+            let merges: Vec<_> = small
+                .chunks_exact(SEGMENTS_PER_MERGE)
+                .map(|group| self.writer.merge(group))
+                .collect();
+            for m in merges {
+                m.wait()?;
+            }
+        }
+    }
+
+    /// Commit what was added so far (one segment per indexing thread that
+    /// holds steps), and count the index's segments.
+    #[cfg(test)]
+    fn commit_for_test(&mut self) -> usize {
+        self.writer.commit().unwrap();
+        self.writer.index().searchable_segment_ids().unwrap().len()
     }
 }
 
@@ -245,6 +284,27 @@ mod tests {
         );
         assert_eq!(columns[16].data_type(), &DataType::Int64);
         RecordBatch::try_new(Arc::new(schema), columns).unwrap()
+    }
+
+    #[test]
+    fn segments_are_merged_when_the_writer_finishes() {
+        let index = crate::fts::Index::create_in_memory();
+        let mut writer = index.writer(1).unwrap();
+        let batch = steps(3, "请求超时 timeout");
+        let mut segments = 0;
+        for _ in 0..10 {
+            writer.add_batch(&batch).unwrap();
+            segments = writer.commit_for_test();
+        }
+        // Nothing is merged while steps are added.
+        assert_eq!(segments, 10);
+        let tantivy_index = writer.writer.index().clone();
+        assert_eq!(writer.finish().unwrap().0, 30);
+        let reader = tantivy_index.reader().unwrap();
+        let searcher = reader.searcher();
+        // Eight merged into one, two left as they were.
+        assert_eq!(searcher.segment_readers().len(), 3);
+        assert_eq!(searcher.num_docs(), 30);
     }
 
     #[test]
