@@ -19,7 +19,9 @@ use super::tokenize::is_cjk;
 /// letters, digits or CJK characters.
 const JOINER: char = '\u{1}';
 
-fn is_cjk_word(t: &str) -> bool {
+/// A word of CJK characters (words are runs of one kind, so the first
+/// character tells).
+pub(crate) fn is_cjk_word(t: &str) -> bool {
     t.chars().next().is_some_and(is_cjk)
 }
 

@@ -255,8 +255,7 @@ impl JiebaTokenStream<'_> {
         self.emitted = 0;
         s.out.extend(s.here.iter().map(|&(a, b)| Emit::Word(a, b)));
         if self.pairs {
-            let cjk =
-                |&&(a, _): &&(usize, usize)| self.text[a..].chars().next().is_some_and(is_cjk);
+            let cjk = |&&(a, b): &&(usize, usize)| super::pairs::is_cjk_word(&self.text[a..b]);
             for a in s.here.iter().filter(cjk) {
                 for b in s.next.iter().filter(cjk) {
                     s.out.push(Emit::Pair(*a, *b));
