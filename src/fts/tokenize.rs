@@ -366,6 +366,16 @@ fn segment_cjk(text: &str, start: usize, end: usize, out: &mut Vec<(usize, usize
 mod tests {
     use super::*;
 
+    /// A repeatable sequence of numbers below `m`, from `seed`.
+    fn numbers(mut seed: u64) -> impl FnMut(usize) -> usize {
+        move |m| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) as usize % m
+        }
+    }
+
     fn words(text: &str) -> Vec<String> {
         tokens(text).into_iter().map(|(t, _)| t).collect()
     }
@@ -416,13 +426,7 @@ mod tests {
             "モデル推理延迟タイムアウト超时한국어重试".into(),
             "\u{2A6E5}数据\u{3400}\u{20001}库".into(),
         ];
-        let mut seed = 7u64;
-        let mut next = |m: usize| {
-            seed = seed
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (seed >> 33) as usize % m
-        };
+        let mut next = numbers(7);
         // Random strings of common characters, and runs of dictionary words
         // (long words, overlapping candidates).
         let chars: Vec<char> = "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过子说产种面而方后多定行学法所民得经十三之进着等部度家电力里如水化高自二理起小物现实加量都两体制机当使点从业本去把性好应开它合还因由其些然前外天政四日那社义事平形相全表间样与关各重新线内数正心反你明看原又么利比或但质气第向道命此变条只没结解问意建月公无系军很情者最立代想已通并提直题党程展五果料象员革位入常文总次品式活设及管特件长求老头基资边流路级少图山统接知较将组见计别她手角期根论运农指几九区强放决西被干做必战先回则任取据处队南给色光门即保治北造百规热领七海口东导器压志世金增争济阶油思术极交受联什认六共权收证改清己美再采转更单风切打白教速花带安场身车例真务具万每目至达走积示议声报斗完类八离华名确才科张信马节话米整空元况今集温传土许步群广石记需段研界拉林律叫且究观越织装影算低持音众书布复容儿须际商非验连断深难近矿千周委素技备半办青省列习响约支般史感劳便团往酸历市克何除消构府称太准精值号率族维划选标写存候毛亲快效斯院查江型眼王按格养易置派层片始却专状育厂京识适属圆包火住调满县局照参红细引听该铁价严龙飞超时库重试请求池耗尽检查日志配置缺失".chars().collect();
@@ -535,13 +539,7 @@ mod tests {
 
     #[test]
     fn tokens_are_made_as_when_all_were_built_first() {
-        let mut seed = 11u64;
-        let mut next = |m: usize| {
-            seed = seed
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (seed >> 33) as usize % m
-        };
+        let mut next = numbers(11);
         let pieces = [
             "数据库",
             "连接",
