@@ -11,7 +11,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, Int64Array, LargeBinaryArray, StringArray, StringBuilder,
+    Array, ArrayBuilder, ArrayRef, AsArray, Int64Array, LargeBinaryBuilder, StringArray,
+    StringBuilder,
 };
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
@@ -23,6 +24,8 @@ pub const OBJECT_INLINE_LIMIT: usize = 64 * 1024;
 
 const MARK: char = '\u{1e}';
 const PREFIX: &str = "\u{1e}pco1:";
+/// The longest descriptor: the prefix, 64 hex digits, `:` and a length.
+const DESCRIPTOR_MAX: usize = PREFIX.len() + 64 + 1 + 20;
 
 /// True when a stored cell is an object descriptor.
 pub fn is_descriptor(s: &str) -> bool {
@@ -40,18 +43,29 @@ fn parse_descriptor(s: &str) -> Option<(&str, usize)> {
     Some((id, len.parse().ok()?))
 }
 
+/// True when cell `v` is stored as an object: it is large, or it starts
+/// with the descriptor marker and so could be mistaken for a descriptor.
+fn offloaded(v: &str) -> bool {
+    v.len() >= OBJECT_INLINE_LIMIT || v.starts_with(MARK)
+}
+
 /// Objects collected while writing (deduplicated by content id).
+///
+/// Their bytes are copied once, straight into the buffers of the objects
+/// table's next batch: holding each as its own `Vec` and gathering them at
+/// the flush held every object twice for a moment.
 #[derive(Debug, Default)]
 pub struct ObjectSink {
     seen: HashSet<String>,
-    pending: Vec<(String, Vec<u8>)>,
-    pending_bytes: usize,
+    ids: StringBuilder,
+    payload: LargeBinaryBuilder,
     /// Objects written in total.
     pub count: u64,
 }
 
 impl ObjectSink {
     /// Replace large cells of `batch` by descriptors, collecting the objects.
+    /// Only the text columns that hold such a cell are rebuilt.
     pub fn offload(&mut self, batch: RecordBatch) -> Result<RecordBatch, StoreError> {
         let mut cols: Vec<ArrayRef> = Vec::with_capacity(batch.num_columns());
         let mut changed = false;
@@ -61,34 +75,35 @@ impl ObjectSink {
                 continue;
             }
             let s = col.as_string::<i32>();
-            let needs = (0..s.len()).any(|i| {
-                s.is_valid(i)
-                    && (s.value(i).len() >= OBJECT_INLINE_LIMIT || s.value(i).starts_with(MARK))
-            });
-            if !needs {
+            let (moved, count) = s
+                .iter()
+                .flatten()
+                .filter(|v| offloaded(v))
+                .fold((0, 0), |(bytes, n), v| (bytes + v.len(), n + 1));
+            if count == 0 {
                 cols.push(col.clone());
                 continue;
             }
             changed = true;
-            let out: StringArray = (0..s.len())
-                .map(|i| {
-                    if s.is_null(i) {
-                        return None;
+            // One buffer of the size the column will have: the cells that
+            // stay, plus a short descriptor for each that moves.
+            let kept = s.value_data().len().saturating_sub(moved);
+            let mut out = StringBuilder::with_capacity(s.len(), kept + count * DESCRIPTOR_MAX);
+            for v in s {
+                match v {
+                    Some(v) if offloaded(v) => {
+                        let id = blake3::hash(v.as_bytes()).to_hex().to_string();
+                        out.append_value(descriptor(&id, v.len()));
+                        if self.seen.insert(id.clone()) {
+                            self.ids.append_value(&id);
+                            self.payload.append_value(v.as_bytes());
+                            self.count += 1;
+                        }
                     }
-                    let v = s.value(i);
-                    if v.len() < OBJECT_INLINE_LIMIT && !v.starts_with(MARK) {
-                        return Some(v.to_string());
-                    }
-                    let id = blake3::hash(v.as_bytes()).to_hex().to_string();
-                    if self.seen.insert(id.clone()) {
-                        self.pending_bytes += v.len();
-                        self.pending.push((id.clone(), v.as_bytes().to_vec()));
-                        self.count += 1;
-                    }
-                    Some(descriptor(&id, v.len()))
-                })
-                .collect();
-            cols.push(Arc::new(out));
+                    other => out.append_option(other),
+                }
+            }
+            cols.push(Arc::new(out.finish()));
         }
         if !changed {
             return Ok(batch);
@@ -98,22 +113,23 @@ impl ObjectSink {
 
     /// Bytes waiting to be written.
     pub fn pending_bytes(&self) -> usize {
-        self.pending_bytes
+        self.payload.values_slice().len()
     }
 
     /// Take the pending objects as a batch of the objects table.
     pub fn drain(&mut self) -> Option<RecordBatch> {
-        if self.pending.is_empty() {
+        if self.ids.is_empty() {
             return None;
         }
-        let items = std::mem::take(&mut self.pending);
-        self.pending_bytes = 0;
-        let ids: StringArray = items.iter().map(|(id, _)| Some(id.as_str())).collect();
-        let lens: Int64Array = items.iter().map(|(_, b)| b.len() as i64).collect();
-        let payload: LargeBinaryArray = items.iter().map(|(_, b)| Some(b.as_slice())).collect();
+        let payload = self.payload.finish();
+        let lens: Int64Array = payload.iter().map(|b| b.map(|b| b.len() as i64)).collect();
         RecordBatch::try_new(
             super::schema::objects_schema(),
-            vec![Arc::new(ids), Arc::new(lens), Arc::new(payload)],
+            vec![
+                Arc::new(self.ids.finish()),
+                Arc::new(lens),
+                Arc::new(payload),
+            ],
         )
         .ok()
     }
@@ -244,7 +260,11 @@ mod tests {
     fn large_and_marked_cells_round_trip() {
         let big = "超时".repeat(OBJECT_INLINE_LIMIT);
         let marked = format!("{MARK}looks like a marker");
-        let schema = Arc::new(Schema::new(vec![Field::new("t", DataType::Utf8, true)]));
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("t", DataType::Utf8, true),
+            Field::new("other", DataType::Utf8, true),
+        ]));
+        let other: ArrayRef = Arc::new(StringArray::from(vec!["a", "b", "c", "d", "e"]));
         let col: StringArray = vec![
             Some("small"),
             Some(big.as_str()),
@@ -254,14 +274,24 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        let batch = RecordBatch::try_new(schema, vec![Arc::new(col)]).unwrap();
+        let batch = RecordBatch::try_new(schema, vec![Arc::new(col), other.clone()]).unwrap();
         let mut sink = ObjectSink::default();
         let stored = sink.offload(batch.clone()).unwrap();
         assert_eq!(sink.count, 2, "the big cell is stored once");
+        assert_eq!(sink.pending_bytes(), big.len() + marked.len());
+        // A column without such cells is passed on, not copied.
+        assert!(Arc::ptr_eq(stored.column(1), &other));
         let s = stored.column(0).as_string::<i32>();
         assert_eq!(s.value(0), "small");
         assert!(is_descriptor(s.value(1)) && is_descriptor(s.value(3)));
-        let objects = load_objects(&[sink.drain().unwrap()]).unwrap();
+        let drained = sink.drain().unwrap();
+        assert_eq!(sink.pending_bytes(), 0);
+        assert!(sink.drain().is_none(), "nothing is written twice");
+        let lens = drained
+            .column(1)
+            .as_primitive::<arrow::datatypes::Int64Type>();
+        assert_eq!(lens.values(), &[big.len() as i64, marked.len() as i64]);
+        let objects = load_objects(&[drained]).unwrap();
         // A slice of the batch, whose cells start inside the buffer.
         let part = resolve(vec![stored.slice(2, 3)], &objects).unwrap();
         assert_eq!(part[0], batch.slice(2, 3));
