@@ -21,8 +21,9 @@ fn main() -> ExitCode {
 ///   about twice the memory (for example 131 against 64 MiB), for speed only
 ///   on the largest scans (a LIKE over 426 MB of text, 35% faster; a whole
 ///   export, 13%).
-/// - `MIMALLOC_PURGE_DELAY=10` for `import`, `export` and `serve`: memory
-///   freed is returned to the system after 10 ms instead of mimalloc's 1 s.
+/// - `MIMALLOC_PURGE_DELAY` of 0 for `import`, 10 for `export` and `serve`
+///   (`cli::purge_delay_ms`): memory freed is returned to the system at once
+///   or after 10 ms instead of mimalloc's 1 s.
 ///   Import and export free the pages Lance decodes and encodes as fast as
 ///   they allocate them, and a second of them was a third of their peak
 ///   (a 1M-step export 489 → 330 MiB, an import 769 → 549 MiB). The server
@@ -45,10 +46,10 @@ fn allocator_options() {
             wanted.push(("MIMALLOC_ALLOW_THP", "0"));
         }
         // The command line is parsed here only while the delay is unset.
-        if unset("MIMALLOC_PURGE_DELAY")
-            && pchronicle::cli::returns_memory_early(std::env::args_os())
-        {
-            wanted.push(("MIMALLOC_PURGE_DELAY", "10"));
+        if unset("MIMALLOC_PURGE_DELAY") {
+            if let Some(ms) = pchronicle::cli::purge_delay_ms(std::env::args_os()) {
+                wanted.push(("MIMALLOC_PURGE_DELAY", ms));
+            }
         }
         // Once every option is set (as in the second run), the command runs.
         if wanted.is_empty() {

@@ -640,19 +640,21 @@ pub fn main() -> ExitCode {
     run_with_args(std::env::args_os()).into()
 }
 
-/// Whether `args` run a command whose memory should go back to the system
-/// as soon as it is freed (see `main.rs`): one that streams a whole
-/// Dataset through memory (`import`, `export`), whose peak is bounded by
-/// the largest document, not by its speed, or the long-lived server, which
-/// frees a large file's decoding once it is kept packed and then holds
-/// what it keeps for hours. Arguments that do not parse are not.
-pub fn returns_memory_early<I: IntoIterator<Item = OsString>>(args: I) -> bool {
-    Cli::try_parse_from(args).is_ok_and(|cli| {
-        matches!(
-            cli.command,
-            Command::Import(_) | Command::Export(_) | Command::Serve(_)
-        )
-    })
+/// How soon (ms) the allocator should return freed memory to the system
+/// for the command `args` run (see `main.rs`), where mimalloc's one second
+/// is too long: commands that stream a whole Dataset through memory, whose
+/// peak is bounded by the largest document, and the long-lived server,
+/// which frees a large file's decoding once it is kept packed and then
+/// holds what it keeps for hours. `import` returns it at once: on 5M steps
+/// that lowered both of its phases by 15–40 MiB for a few percent of its
+/// time (docs/benchmarks.md). `export` and `serve` keep the 10 ms they were
+/// measured with. Arguments that do not parse keep the default.
+pub fn purge_delay_ms<I: IntoIterator<Item = OsString>>(args: I) -> Option<&'static str> {
+    match Cli::try_parse_from(args).ok()?.command {
+        Command::Import(_) => Some("0"),
+        Command::Export(_) | Command::Serve(_) => Some("10"),
+        _ => None,
+    }
 }
 
 /// Parse `args` and run; returns the exit status. Errors are reported here.

@@ -13,11 +13,13 @@ use super::schema::{
 use super::FtsError;
 
 /// The indexing buffer of each writer thread, after which it writes a
-/// segment. Half of the 64 MB it was: importing the 1M-step benchmark corpus
-/// peaked at 832 MiB instead of 1,034 MiB and built the index in 53 s
-/// instead of 64 s, and the index has 9 segments instead of 3, which cost
-/// `find` about 1 ms on a query of 15–25 ms (docs/benchmarks.md).
-const BUFFER_BYTES_PER_THREAD: usize = 32_000_000;
+/// segment. Both threads' buffers are full at the index build's peak, which
+/// is import's: 64 MB made the 1M-step import peak at 1,034 MiB against
+/// 832 MiB with 32 MB (when documents were held far longer than now), and
+/// 24 MB instead of 32 MB lowered the 5M-step import by 13–18 MiB for 4–8%
+/// of the index build's time (docs/benchmarks.md). The segments are
+/// merged when the writer finishes.
+const BUFFER_BYTES_PER_THREAD: usize = 24_000_000;
 
 /// Segments with more steps than this are not merged again. A merge reads
 /// every byte of its input segments; uncapped, tantivy's merges grow with

@@ -278,8 +278,8 @@ fn huge_pages_are_off_unless_asked_for() {
         assert_eq!(s.get("/api/v1/health").status, 200);
         assert_eq!(thp(s.child.id()).as_deref(), Some(want), "{asked:?}");
         // A server returns freed memory sooner than mimalloc's default, as
-        // import and export do (tests/it/memory.rs): a large file's decoding
-        // must not stay resident beside its packed form.
+        // export does (import returns it at once, tests/it/memory.rs): a
+        // large file's decoding must not stay resident beside its packed form.
         let environ = std::fs::read(format!("/proc/{}/environ", s.child.id())).unwrap();
         assert!(
             environ
