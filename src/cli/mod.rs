@@ -646,7 +646,7 @@ pub fn main() -> ExitCode {
 /// peak is bounded by the largest document, and the long-lived server,
 /// which frees a large file's decoding once it is kept packed and then
 /// holds what it keeps for hours. `import` returns it at once: on 5M steps
-/// that lowered both of its phases by 15–40 MiB for a few percent of its
+/// that lowered both of its phases by 15–45 MiB for a few percent of its
 /// time (docs/benchmarks.md). `export` and `serve` keep the 10 ms they were
 /// measured with. Arguments that do not parse keep the default.
 pub fn purge_delay_ms<I: IntoIterator<Item = OsString>>(args: I) -> Option<&'static str> {
