@@ -34,6 +34,7 @@
 
 mod build_dir;
 mod docset;
+mod fold;
 mod index;
 mod json_leaves;
 mod pairs;

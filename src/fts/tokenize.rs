@@ -15,10 +15,9 @@
 use std::sync::OnceLock;
 
 use jieba_rs::Jieba;
-use tantivy::tokenizer::{
-    AsciiFoldingFilter, LowerCaser, TextAnalyzer, Token, TokenStream, Tokenizer,
-};
+use tantivy::tokenizer::{TextAnalyzer, Token, TokenStream, Tokenizer};
 
+use super::fold::Fold;
 use super::words::Words;
 
 /// Name the analyzer is registered under in every index.
@@ -69,10 +68,7 @@ fn words_analyzer() -> TextAnalyzer {
 }
 
 fn with_tokenizer(t: JiebaTokenizer) -> TextAnalyzer {
-    TextAnalyzer::builder(t)
-        .filter(LowerCaser)
-        .filter(AsciiFoldingFilter)
-        .build()
+    TextAnalyzer::builder(t).filter(Fold).build()
 }
 
 /// Analyze `text` into (token, position) pairs, in stream order, exactly as
@@ -139,6 +135,8 @@ struct Scratch {
     next: Vec<(usize, usize)>,
     /// What the position being emitted emits, in order.
     out: Vec<Emit>,
+    /// The segmenter's buffers.
+    cut: super::words::Scratch,
 }
 
 /// One token to emit: a word, or the pair term of two words.
@@ -274,35 +272,17 @@ impl JiebaTokenStream<'_> {
         while self.run_next == self.s.run.len() {
             self.s.run.clear();
             self.run_next = 0;
-            let mut chars = text[self.scan..].char_indices();
-            let start = loop {
-                match chars.next() {
-                    None => {
-                        self.scan = text.len();
-                        return false;
-                    }
-                    Some((i, c)) if is_cjk(c) || c.is_alphanumeric() => break (self.scan + i, c),
-                    Some(_) => {}
-                }
+            let Some((start, cjk)) = next_word(text, self.scan) else {
+                self.scan = text.len();
+                return false;
             };
-            let (start, first) = start;
-            let cjk = is_cjk(first);
-            let end = text[start..]
-                .char_indices()
-                .find(|&(_, c)| {
-                    if cjk {
-                        !is_cjk(c)
-                    } else {
-                        !c.is_alphanumeric() || is_cjk(c)
-                    }
-                })
-                .map_or(text.len(), |(i, _)| start + i);
+            let end = word_end(text, start, cjk);
             self.scan = end;
             if !cjk {
                 into.push((start, cut(text, start, end)));
                 return true;
             }
-            segment_cjk(text, start, end, &mut self.s.run);
+            segment_cjk(text, start, end, &mut self.s.run, &mut self.s.cut);
         }
         let (from, to) = self.s.run[self.run_next];
         self.run_next += 1;
@@ -333,6 +313,60 @@ impl JiebaTokenStream<'_> {
     }
 }
 
+/// Where the next word of `text` at or after byte `from` starts, and
+/// whether it is a run of CJK characters. ASCII is tested byte by byte:
+/// most of what agents write and tools print is ASCII, and decoding every
+/// character to test it was most of the time spent between words.
+fn next_word(text: &str, from: usize) -> Option<(usize, bool)> {
+    let bytes = text.as_bytes();
+    let mut i = from;
+    while let Some(&b) = bytes.get(i) {
+        if b.is_ascii() {
+            if b.is_ascii_alphanumeric() {
+                return Some((i, false));
+            }
+            i += 1;
+            continue;
+        }
+        let c = char_at(text, i);
+        if is_cjk(c) {
+            return Some((i, true));
+        }
+        if c.is_alphanumeric() {
+            return Some((i, false));
+        }
+        i += c.len_utf8();
+    }
+    None
+}
+
+/// The end of the word starting at `start`: the run of CJK characters, or
+/// of letters and digits that are not CJK.
+fn word_end(text: &str, start: usize, cjk: bool) -> usize {
+    let bytes = text.as_bytes();
+    let mut i = start;
+    while let Some(&b) = bytes.get(i) {
+        if b.is_ascii() {
+            if cjk || !b.is_ascii_alphanumeric() {
+                return i;
+            }
+            i += 1;
+            continue;
+        }
+        let c = char_at(text, i);
+        if is_cjk(c) != cjk || !(cjk || c.is_alphanumeric()) {
+            return i;
+        }
+        i += c.len_utf8();
+    }
+    text.len()
+}
+
+/// The character starting at byte `i` of `text`.
+fn char_at(text: &str, i: usize) -> char {
+    text[i..].chars().next().unwrap_or_default()
+}
+
 /// The end of the token `text[from..to]`, cut to [`MAX_TOKEN_BYTES`] at a
 /// character boundary.
 fn cut(text: &str, from: usize, to: usize) -> usize {
@@ -348,10 +382,18 @@ fn cut(text: &str, from: usize, to: usize) -> usize {
 
 /// The words of the CJK run `text[start..end]`, segmented with the
 /// dictionary, into `out` (as byte ranges of `text`).
-fn segment_cjk(text: &str, start: usize, end: usize, out: &mut Vec<(usize, usize)>) {
+fn segment_cjk(
+    text: &str,
+    start: usize,
+    end: usize,
+    out: &mut Vec<(usize, usize)>,
+    scratch: &mut super::words::Scratch,
+) {
     let run = &text[start..end];
     if let Some(w) = Words::get() {
-        w.cut(run, |from, to| out.push((start + from, start + to)));
+        w.cut(run, scratch, |from, to| {
+            out.push((start + from, start + to))
+        });
     } else {
         out.extend(
             full()
@@ -454,9 +496,10 @@ mod tests {
             texts.push(format!("{a}{word}{b}"));
             texts.push(format!("{}{a}{}", &word[cut..], &word[..cut]));
         }
+        let mut scratch = crate::fts::words::Scratch::default();
         for t in &texts {
             let mut ours = Vec::new();
-            w.cut(t, |a, b| ours.push(&t[a..b]));
+            w.cut(t, &mut scratch, |a, b| ours.push(&t[a..b]));
             let theirs: Vec<&str> = jieba.cut(t, false).iter().map(|x| x.word).collect();
             assert_eq!(ours, theirs, "{t}");
             let at: Vec<usize> = t.char_indices().map(|(i, _)| i).chain([t.len()]).collect();
@@ -493,7 +536,10 @@ mod tests {
             }
             let mut cuts = Vec::new();
             if cjk {
-                w.cut(&text[start..end], |a, b| cuts.push((start + a, start + b)));
+                let mut scratch = crate::fts::words::Scratch::default();
+                w.cut(&text[start..end], &mut scratch, |a, b| {
+                    cuts.push((start + a, start + b));
+                });
             } else {
                 cuts.push((start, end));
             }
@@ -592,6 +638,57 @@ mod tests {
                 }
                 assert_eq!(got, built_first(text, pairs), "{text:?}");
             }
+        }
+    }
+
+    #[test]
+    fn the_analyzer_folds_as_tantivys_filters() {
+        use tantivy::tokenizer::{AsciiFoldingFilter, LowerCaser};
+        let mut next = numbers(13);
+        let pieces = [
+            "数据库",
+            "连接",
+            "超时",
+            "Café",
+            "ÉCOLE",
+            "straße",
+            "İstanbul",
+            "ΣΟΦΊΑ",
+            "Ｆｕｌｌ",
+            "ǅemal",
+            "Москва",
+            "モデル",
+            "한국어",
+            "TimeOut",
+            " ",
+            "，",
+            "\u{1b}[31m",
+            "42",
+        ];
+        let ours = analyzer();
+        let mut theirs = TextAnalyzer::builder(JiebaTokenizer {
+            pairs: true,
+            ..JiebaTokenizer::default()
+        })
+        .filter(LowerCaser)
+        .filter(AsciiFoldingFilter)
+        .build();
+        let collect = |a: &mut TextAnalyzer, text: &str| {
+            let mut s = a.token_stream(text);
+            let mut out = Vec::new();
+            while s.advance() {
+                let t = s.token();
+                out.push((t.text.clone(), t.position, t.offset_from, t.offset_to));
+            }
+            out
+        };
+        for _ in 0..2000 {
+            let text: String = (0..next(20)).map(|_| pieces[next(pieces.len())]).collect();
+            assert_eq!(
+                collect(&mut ours.clone(), &text),
+                collect(&mut theirs, &text),
+                "{text:?}"
+            );
         }
     }
 

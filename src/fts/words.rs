@@ -24,7 +24,15 @@ pub struct Words {
     fst: Fst<&'static [u8]>,
     /// `ln` of the total frequency (every line of the list counts).
     log_total: f64,
+    /// For each character of [`FIRST`], where the map is after its bytes:
+    /// the node and the output so far, or `None` when no word starts with
+    /// it. Nearly every route step starts at one of these characters, and
+    /// this saves it three steps through the map.
+    first: Vec<Option<(tantivy_fst::raw::CompiledAddr, u64)>>,
 }
+
+/// The CJK Unified Ideographs, the characters of nearly all Chinese text.
+const FIRST: std::ops::RangeInclusive<u32> = 0x4E00..=0x9FFF;
 
 static LOADED: OnceLock<Option<Words>> = OnceLock::new();
 
@@ -36,9 +44,12 @@ impl Words {
                 if list::TOTAL == 0 {
                     return None;
                 }
+                let fst = Fst::new(WORDS).ok()?;
+                let first = FIRST.map(|c| after_char(&fst, c)).collect();
                 Some(Words {
-                    fst: Fst::new(WORDS).ok()?,
+                    fst,
                     log_total: (list::TOTAL as f64).ln(),
+                    first,
                 })
             })
             .as_ref()
@@ -55,6 +66,19 @@ impl Words {
         let b = text.as_bytes();
         let mut node = self.fst.root();
         let mut out = 0u64;
+        let mut from = from;
+        let c = text[from..].chars().next().map_or(0, u32::from);
+        if FIRST.contains(&c) {
+            let Some((addr, o)) = self.first[(c - FIRST.start()) as usize] else {
+                return;
+            };
+            node = self.fst.node(addr);
+            out = o;
+            from += 3;
+            if node.is_final() {
+                each(from, out + node.final_output().value());
+            }
+        }
         for (i, &byte) in b.iter().enumerate().skip(from) {
             let Some(t) = node.find_input(byte) else {
                 return;
@@ -70,9 +94,9 @@ impl Words {
 
     /// The words of `run`, a run of characters [`super::tokenize::is_cjk`]
     /// accepts, as `(start, end)` byte ranges in order: exactly
-    /// `Jieba::cut(run, false)` with the full dictionary.
-    pub fn cut(&self, run: &str, mut emit: impl FnMut(usize, usize)) {
-        let mut route = Vec::new();
+    /// `Jieba::cut(run, false)` with the full dictionary. `scratch` holds
+    /// buffers between calls.
+    pub fn cut(&self, run: &str, scratch: &mut Scratch, mut emit: impl FnMut(usize, usize)) {
         let mut chars = run.char_indices().peekable();
         while let Some(&(start, c)) = chars.peek() {
             if !is_han(c) {
@@ -82,17 +106,18 @@ impl Words {
                 emit(start, start + c.len_utf8());
                 continue;
             }
-            let mut offsets = Vec::new();
+            scratch.offsets.clear();
             while let Some(&(i, c)) = chars.peek() {
                 if !is_han(c) {
                     break;
                 }
-                offsets.push(i);
+                scratch.offsets.push(i);
                 chars.next();
             }
             let end = chars.peek().map_or(run.len(), |&(i, _)| i);
-            offsets.push(end);
-            self.best_route(run, &offsets, &mut route);
+            scratch.offsets.push(end);
+            self.best_route(run, scratch);
+            let (offsets, route) = (&scratch.offsets, &scratch.route);
             let mut x = 0;
             while x + 1 < offsets.len() {
                 let y = route[x].1;
@@ -103,9 +128,10 @@ impl Words {
     }
 
     /// For each character `x` of the block whose characters start at
-    /// `offsets` (its end last), `route[x] = (score, y)`: the best
+    /// `scratch.offsets` (its end last), `route[x] = (score, y)`: the best
     /// segmentation of the rest starts with the word of characters `x..y`.
-    fn best_route(&self, text: &str, offsets: &[usize], route: &mut Vec<(f64, usize)>) {
+    fn best_route(&self, text: &str, scratch: &mut Scratch) {
+        let Scratch { offsets, route, ln } = scratch;
         let n = offsets.len() - 1;
         route.clear();
         route.resize(n + 1, (0.0, n));
@@ -123,7 +149,7 @@ impl Words {
                 let Some(y) = index_of(end, x + 1) else {
                     return;
                 };
-                let score = (freq as f64).ln() - lt + route[y].0;
+                let score = ln_of(ln, freq) - lt + route[y].0;
                 if best.is_none_or(|(s, e)| score > s || (score == s && y > e)) {
                     best = Some((score, y));
                 }
@@ -131,6 +157,54 @@ impl Words {
             route[x] = best.unwrap_or(((0.0 - lt) + route[x + 1].0, x + 1));
         }
     }
+}
+
+/// Slots of the memo of logarithms (a power of two).
+const LN_SLOTS: usize = 1024;
+
+/// What [`Words::cut`] keeps between calls: its buffers, and the
+/// logarithms of the frequencies it met last (a word's `ln` was a twentieth
+/// of the analyzer's time, and the same words come again and again).
+#[derive(Clone)]
+pub struct Scratch {
+    offsets: Vec<usize>,
+    route: Vec<(f64, usize)>,
+    /// `(frequency, ln frequency)` by frequency modulo [`LN_SLOTS`].
+    ln: Vec<(u64, f64)>,
+}
+
+impl Default for Scratch {
+    fn default() -> Scratch {
+        Scratch {
+            offsets: Vec::new(),
+            route: Vec::new(),
+            // No word has the frequency `u64::MAX`, so no slot matches yet.
+            ln: vec![(u64::MAX, 0.0); LN_SLOTS],
+        }
+    }
+}
+
+/// `ln(freq)`, from the memo when it holds it; computed the same way either way.
+fn ln_of(memo: &mut [(u64, f64)], freq: u64) -> f64 {
+    let slot = &mut memo[(freq as usize) & (LN_SLOTS - 1)];
+    if slot.0 != freq {
+        *slot = (freq, (freq as f64).ln());
+    }
+    slot.1
+}
+
+/// Where `fst` is after the bytes of the character `c`, with the output so
+/// far; `None` when no word starts with it.
+fn after_char(fst: &Fst<&'static [u8]>, c: u32) -> Option<(tantivy_fst::raw::CompiledAddr, u64)> {
+    let c = char::from_u32(c)?;
+    let mut node = fst.root();
+    let mut out = 0u64;
+    for &byte in c.encode_utf8(&mut [0; 4]).as_bytes() {
+        let tr = node.transition(node.find_input(byte)?);
+        out += tr.out.value();
+        node = fst.node(tr.addr);
+    }
+    Some((node.addr(), out))
 }
 
 /// The characters Jieba's dictionary segmentation applies to (its default
