@@ -565,3 +565,75 @@ fn openai_export_links_or_relabels_results_without_call_ids() {
     assert_eq!(st["totals"]["error"], 0, "{st}");
     assert_eq!(st["totals"]["steps"], 3, "{st}");
 }
+
+/// Files are decoded a round ahead while the round before is written: the
+/// store keeps the files' order across rounds, and a file that fails in any
+/// round fails the import with its own error and leaves nothing behind.
+#[test]
+fn imports_keep_file_order_across_decoding_rounds_and_stop_at_a_broken_file() {
+    let env = TestEnv::new();
+    let original = std::fs::read_to_string(
+        example_dataset().join("golang__exp/hello-world-context-summarization.trajectory.json"),
+    )
+    .unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&original).unwrap();
+    let write_files = |dir: &Path, doc: &mut serde_json::Value| {
+        std::fs::create_dir_all(dir).unwrap();
+        // 150 files: five rounds of at most 32.
+        for i in 0..150 {
+            doc["session_id"] = format!("s{i:03}").into();
+            std::fs::write(dir.join(format!("run-{i:03}.json")), doc.to_string()).unwrap();
+        }
+    };
+    let input = env.path().join("in");
+    write_files(&input, &mut doc);
+    import(&env, &input, "ok");
+    let o = env.succeed(&[
+        "query",
+        "ok",
+        "SELECT session_id FROM trajectories ORDER BY storage_ordinal",
+        "--format",
+        "jsonl",
+    ]);
+    let ids: Vec<String> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["session_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let want: Vec<String> = (0..150).map(|i| format!("s{i:03}")).collect();
+    assert_eq!(ids, want);
+    // A file cut in half, in the first round and in the last.
+    for broken in [10, 140] {
+        let dir = env.path().join(format!("in-{broken}"));
+        write_files(&dir, &mut doc);
+        let name = format!("run-{broken:03}.json");
+        std::fs::write(dir.join(&name), &original[..original.len() / 2]).unwrap();
+        let out = format!("bad-{broken}");
+        let o = env
+            .cmd()
+            .args(["import", "--from", dir.to_str().unwrap(), "--output", &out])
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let e = &json(&o)["error"];
+        assert_eq!(e["code"], "PC-FMT-002", "{e}");
+        assert_eq!(e["source_path"], name.as_str(), "{e}");
+        assert!(!env.path().join(&out).exists());
+        let leftovers: Vec<String> = std::fs::read_dir(env.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".pchronicle-"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+}
