@@ -15,6 +15,12 @@ use tantivy_fst::raw::Fst;
 /// Jieba's word list as a finite-state map (word → frequency), compiled by
 /// the build script.
 static WORDS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/jieba_words.fst"));
+/// For each character of [`FIRST`], where the map stands after its bytes
+/// (`node address << 32 | output so far`, or `u64::MAX` when no word starts
+/// with it), 8 bytes little-endian each, written by the build script from
+/// the same map. Nearly every step of a route starts at one of these
+/// characters, and the table saves it three steps through the map.
+static FIRST_TABLE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/jieba_first.bin"));
 mod list {
     include!(concat!(env!("OUT_DIR"), "/jieba_words.rs"));
 }
@@ -24,11 +30,6 @@ pub struct Words {
     fst: Fst<&'static [u8]>,
     /// `ln` of the total frequency (every line of the list counts).
     log_total: f64,
-    /// For each character of [`FIRST`], where the map is after its bytes:
-    /// the node and the output so far, or `None` when no word starts with
-    /// it. Nearly every route step starts at one of these characters, and
-    /// this saves it three steps through the map.
-    first: Vec<Option<(tantivy_fst::raw::CompiledAddr, u64)>>,
 }
 
 /// The CJK Unified Ideographs, the characters of nearly all Chinese text.
@@ -44,12 +45,9 @@ impl Words {
                 if list::TOTAL == 0 {
                     return None;
                 }
-                let fst = Fst::new(WORDS).ok()?;
-                let first = FIRST.map(|c| after_char(&fst, c)).collect();
                 Some(Words {
-                    fst,
+                    fst: Fst::new(WORDS).ok()?,
                     log_total: (list::TOTAL as f64).ln(),
-                    first,
                 })
             })
             .as_ref()
@@ -69,7 +67,7 @@ impl Words {
         let mut from = from;
         let c = text[from..].chars().next().map_or(0, u32::from);
         if FIRST.contains(&c) {
-            let Some((addr, o)) = self.first[(c - FIRST.start()) as usize] else {
+            let Some((addr, o)) = after_first(c) else {
                 return;
             };
             node = self.fst.node(addr);
@@ -193,18 +191,12 @@ fn ln_of(memo: &mut [(u64, f64)], freq: u64) -> f64 {
     slot.1
 }
 
-/// Where `fst` is after the bytes of the character `c`, with the output so
-/// far; `None` when no word starts with it.
-fn after_char(fst: &Fst<&'static [u8]>, c: u32) -> Option<(tantivy_fst::raw::CompiledAddr, u64)> {
-    let c = char::from_u32(c)?;
-    let mut node = fst.root();
-    let mut out = 0u64;
-    for &byte in c.encode_utf8(&mut [0; 4]).as_bytes() {
-        let tr = node.transition(node.find_input(byte)?);
-        out += tr.out.value();
-        node = fst.node(tr.addr);
-    }
-    Some((node.addr(), out))
+/// Where the map stands after the character `c` of [`FIRST`], from
+/// [`FIRST_TABLE`]; `None` when no word starts with it.
+fn after_first(c: u32) -> Option<(tantivy_fst::raw::CompiledAddr, u64)> {
+    let at = (c - FIRST.start()) as usize * 8;
+    let v = u64::from_le_bytes(FIRST_TABLE.get(at..at + 8)?.try_into().ok()?);
+    (v != u64::MAX).then_some(((v >> 32) as usize, v & 0xFFFF_FFFF))
 }
 
 /// The characters Jieba's dictionary segmentation applies to (its default
@@ -222,6 +214,36 @@ fn is_han(c: char) -> bool {
         | '\u{2CEB0}'..='\u{2EBEF}'
         | '\u{2F800}'..='\u{2FA1F}'
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_character_table_is_where_the_map_stands() {
+        let w = Words::get().expect("word list built");
+        let mut starts = 0;
+        for c in FIRST.clone() {
+            let ch = char::from_u32(c).unwrap();
+            let mut node = w.fst.root();
+            let mut out = 0u64;
+            let mut walked = Some(());
+            for &byte in ch.encode_utf8(&mut [0; 4]).as_bytes() {
+                let Some(i) = node.find_input(byte) else {
+                    walked = None;
+                    break;
+                };
+                let t = node.transition(i);
+                out += t.out.value();
+                node = w.fst.node(t.addr);
+            }
+            let want = walked.map(|()| (node.addr(), out));
+            assert_eq!(after_first(c), want, "U+{c:04X}");
+            starts += usize::from(want.is_some());
+        }
+        assert!(starts > 10_000, "{starts}");
+    }
 }
 
 #[cfg(test)]
