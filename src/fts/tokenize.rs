@@ -392,7 +392,7 @@ fn segment_cjk(
     let run = &text[start..end];
     if let Some(w) = Words::get() {
         w.cut(run, scratch, |from, to| {
-            out.push((start + from, start + to))
+            out.push((start + from, start + to));
         });
     } else {
         out.extend(

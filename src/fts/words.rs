@@ -217,6 +217,19 @@ fn is_han(c: char) -> bool {
 }
 
 #[cfg(test)]
+impl Words {
+    /// Every word of the list, in byte order.
+    pub(crate) fn words(&self) -> impl Iterator<Item = String> + '_ {
+        use tantivy_fst::Streamer;
+        let mut s = self.fst.stream();
+        std::iter::from_fn(move || {
+            s.next()
+                .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+        })
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -243,18 +256,5 @@ mod tests {
             starts += usize::from(want.is_some());
         }
         assert!(starts > 10_000, "{starts}");
-    }
-}
-
-#[cfg(test)]
-impl Words {
-    /// Every word of the list, in byte order.
-    pub(crate) fn words(&self) -> impl Iterator<Item = String> + '_ {
-        use tantivy_fst::Streamer;
-        let mut s = self.fst.stream();
-        std::iter::from_fn(move || {
-            s.next()
-                .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
-        })
     }
 }
