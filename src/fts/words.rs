@@ -55,7 +55,25 @@ impl Words {
 
     /// True when `word` is in the list (with any frequency, even 0).
     pub fn has_word(&self, word: &str) -> bool {
-        self.fst.get(word.as_bytes()).is_some()
+        let b = word.as_bytes();
+        let c = word.chars().next().map_or(0, u32::from);
+        // Sub-words are looked up by the thousand in CJK text: start after
+        // the first character, as route steps do.
+        let (mut node, rest) = if FIRST.contains(&c) {
+            match after_first(c) {
+                Some((addr, _)) => (self.fst.node(addr), &b[3..]),
+                None => return false,
+            }
+        } else {
+            (self.fst.root(), b)
+        };
+        for &byte in rest {
+            let Some(i) = node.find_input(byte) else {
+                return false;
+            };
+            node = self.fst.node(node.transition(i).addr);
+        }
+        node.is_final()
     }
 
     /// Every dictionary word of `text` starting at byte `from`, shortest

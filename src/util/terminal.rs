@@ -13,7 +13,7 @@ use std::borrow::Cow;
 /// dropped. Tabs and newlines stay. Runs in one pass; text without any of
 /// these is returned as is.
 pub fn clean(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(is_dropped_control) {
+    if !has_dropped_control(text) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len());
@@ -72,6 +72,20 @@ fn put(line: &mut Vec<char>, cursor: &mut usize, c: char) {
 /// C0 controls but newline and tab, DEL and C1 controls: the characters that
 /// make [`clean`] do more than copy (carriage return, backspace and escape
 /// among them).
+/// Whether `text` holds a character [`is_dropped_control`] accepts, read
+/// byte by byte: nearly all text has none, and decoding every character to
+/// find that out was most of the time `clean` took. In UTF-8 the C0
+/// controls and DEL are single bytes, and the C1 controls (U+0080–U+009F)
+/// are `0xC2` followed by `0x80`–`0x9F`.
+fn has_dropped_control(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.iter().enumerate().any(|(i, &x)| {
+        (x < 0x20 && x != b'\n' && x != b'\t')
+            || x == 0x7f
+            || (x == 0xc2 && b.get(i + 1).is_some_and(|n| (0x80..=0x9f).contains(n)))
+    })
+}
+
 fn is_dropped_control(c: char) -> bool {
     let u = c as u32;
     (u < 0x20 && c != '\n' && c != '\t') || (0x7f..=0x9f).contains(&u)
@@ -117,7 +131,29 @@ fn skip_string(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
 
 #[cfg(test)]
 mod tests {
-    use super::clean;
+    use super::{clean, has_dropped_control, is_dropped_control};
+
+    #[test]
+    fn the_byte_test_finds_the_controls_the_character_test_finds() {
+        let chars = (0..0x3000)
+            .chain([0xFEFF, 0x1F600])
+            .filter_map(char::from_u32);
+        for c in chars {
+            for text in [
+                c.to_string(),
+                format!("ab{c}"),
+                format!("{c}é"),
+                format!("é{c}x"),
+            ] {
+                assert_eq!(
+                    has_dropped_control(&text),
+                    text.chars().any(is_dropped_control),
+                    "U+{:04X} in {text:?}",
+                    u32::from(c)
+                );
+            }
+        }
+    }
 
     #[test]
     fn plain_text_is_borrowed() {
