@@ -110,6 +110,15 @@ macro_rules! pc_snapshot {
 }
 
 /// Parse stdout as JSON.
+/// Hidden import leftovers (lock file, staging, spooled input) in `dir`.
+pub fn import_leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".pchronicle-"))
+        .collect()
+}
+
 pub fn json(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(

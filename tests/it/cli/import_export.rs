@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::cli::common::{example_dataset, json, TestEnv};
+use crate::cli::common::{example_dataset, import_leftovers, json, TestEnv};
 use crate::pc_snapshot;
 
 fn import(env: &TestEnv, from: &Path, out: &str) -> serde_json::Value {
@@ -629,11 +629,7 @@ fn imports_keep_file_order_across_decoding_rounds_and_stop_at_a_broken_file() {
         assert_eq!(e["code"], "PC-FMT-002", "{e}");
         assert_eq!(e["source_path"], name.as_str(), "{e}");
         assert!(!env.path().join(&out).exists());
-        let leftovers: Vec<String> = std::fs::read_dir(env.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n.contains(".pchronicle-"))
-            .collect();
+        let leftovers = import_leftovers(env.path());
         assert!(leftovers.is_empty(), "{leftovers:?}");
     }
 }

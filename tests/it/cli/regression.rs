@@ -1,6 +1,6 @@
 //! Regression tests named after the issue that introduced them.
 
-use crate::cli::common::{json, TestEnv};
+use crate::cli::common::{import_leftovers, json, TestEnv};
 
 /// issue 2: a file that changes while it is read fails the command instead of
 /// mixing contents. (The deterministic in-process version lives in
@@ -715,15 +715,6 @@ fn issue_18_web_find_honours_step_id() {
         (400, Some("PC-WEB-006")),
         "{e}"
     );
-}
-
-/// Hidden import leftovers (lock file, staging, spooled input) in `dir`.
-fn import_leftovers(dir: &std::path::Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains(".pchronicle-"))
-        .collect()
 }
 
 /// issue 18 (8): a broken stdin import fails with its own import error that
