@@ -765,7 +765,7 @@ mod tests {
     }
 
     #[test]
-    fn text_views_are_stored_uncompressed_and_the_raw_json_is_not() {
+    fn text_views_are_stored_uncompressed_and_the_raw_json_with_lz4() {
         let dir = tempfile::tempdir().unwrap();
         write(&dir.path().join("s"), STORE_SCHEMA_VERSION);
         for (t, view, raw) in [
@@ -775,7 +775,16 @@ mod tests {
             let fields = stored_fields(&dir.path().join("s"), t);
             let how = |col: &str| fields.iter().find(|(n, _)| n == col).unwrap().1.clone();
             assert_eq!(how(view).as_deref(), Some("none"), "{view}");
-            assert_eq!(how(raw), None, "{raw}");
+            assert_eq!(how(raw).as_deref(), Some("lz4"), "{raw}");
+        }
+        // Text that is not JSON keeps Lance's default.
+        let steps = stored_fields(&dir.path().join("s"), Table::Steps);
+        for (name, how) in steps {
+            let json = Table::Steps.columns()[Table::Steps.index_of(&name).unwrap()].ty
+                == crate::table::ColType::Json;
+            if !json && name != "observation_text" {
+                assert_eq!(how, None, "{name}");
+            }
         }
     }
 
