@@ -7,6 +7,7 @@ mod common;
 mod contract;
 mod default_cmd;
 mod errors;
+mod export_digests;
 mod find;
 mod help;
 mod import_export;
