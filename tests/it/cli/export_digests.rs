@@ -16,10 +16,7 @@ fn fixtures() -> Vec<PathBuf> {
             let p = e.unwrap().path();
             if p.is_dir() {
                 walk(&p, out);
-            } else if p
-                .extension()
-                .is_some_and(|x| x == "json" || x == "jsonl")
-            {
+            } else if p.extension().is_some_and(|x| x == "json" || x == "jsonl") {
                 out.push(p.strip_prefix(root()).unwrap().to_path_buf());
             }
         }
