@@ -71,10 +71,13 @@ pub fn is_text_view(metadata: &std::collections::HashMap<String, String>) -> boo
 ///
 /// JSON columns are asked for LZ4 instead of FSST: JSON repeats its keys
 /// and punctuation, which a general compressor finds and FSST's 8-byte
-/// symbols only partly do. Lance applies LZ4 to the chunks of small values;
-/// long values (tool output) it compresses one by one with its general
+/// symbols only partly do. Lance applies LZ4 to the chunks of a page whose
+/// values are all shorter than 256 bytes; a page holding a longer value
+/// (tool output) has each value compressed on its own with its general
 /// compressor, zstd, whatever codec is named. Either way the tables are
 /// smaller (4% here) and export reads them faster (docs/benchmarks.md).
+/// Lance keeps a table's own field metadata when rows are appended, so a
+/// table created before this keeps FSST for its JSON.
 pub fn table_schema(t: Table, layout: u64) -> SchemaRef {
     let cols = t.columns();
     Arc::new(Schema::new(
