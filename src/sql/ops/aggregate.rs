@@ -13,7 +13,9 @@ use arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, StringArray,
     TimestampNanosecondArray,
 };
-use arrow::datatypes::{DataType, Float64Type, Int64Type, SchemaRef, TimestampNanosecondType};
+use arrow::datatypes::{
+    ArrowNativeType, DataType, Float64Type, Int64Type, SchemaRef, TimestampNanosecondType,
+};
 use arrow::record_batch::RecordBatch;
 use arrow::row::{RowConverter, SortField};
 
@@ -72,6 +74,26 @@ enum Acc {
     Avg { sum: Vec<f64>, n: Vec<i64> },
     MinMax { best: Vec<Option<Val>>, max: bool },
     Distinct(Vec<HashSet<Val>>),
+}
+
+/// Byte equality of two keys. Keys are mostly short (ids, model names):
+/// up to 16 bytes they are compared as two overlapping words each, without
+/// a call into `memcmp`.
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |x: &[u8], at: usize| u64::from_ne_bytes(x[at..at + 8].try_into().expect("8 bytes"));
+    let half = |x: &[u8], at: usize| u32::from_ne_bytes(x[at..at + 4].try_into().expect("4 bytes"));
+    match n {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=7 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        _ => a == b,
+    }
 }
 
 /// Adds `value(i)` of the valid rows into `sum[groups[i]]`, in row order.
@@ -515,10 +537,15 @@ impl Grouper {
         // Keys come in runs (the steps of one document): a value equal to
         // the last one seen is in that one's group, without a lookup. NULLs
         // do not end a run, since nullable keys such as a step's model
-        // alternate with NULL (a user step between two agent steps).
-        let mut last: Option<(&str, usize)> = None;
+        // alternate with NULL (a user step between two agent steps). The
+        // run test compares the value's bytes in place, most rows do
+        // nothing else.
+        let (offsets, bytes) = (a.value_offsets(), a.value_data());
+        let nulls = a.nulls().filter(|n| n.null_count() > 0);
+        self.gids.reserve(a.len());
+        let mut last: Option<(&[u8], usize)> = None;
         for i in 0..a.len() {
-            if a.is_null(i) {
+            if nulls.is_some_and(|n| n.is_null(i)) {
                 let g = *self.null_group.get_or_insert_with(|| {
                     self.n_groups += 1;
                     self.n_groups - 1
@@ -526,13 +553,14 @@ impl Grouper {
                 self.gids.push(g);
                 continue;
             }
-            let v = a.value(i);
+            let cell = &bytes[offsets[i].as_usize()..offsets[i + 1].as_usize()];
             if let Some((l, g)) = last {
-                if v == l {
+                if same_bytes(cell, l) {
                     self.gids.push(g);
                     continue;
                 }
             }
+            let v = a.value(i);
             let id = if let Some(&g) = index.get(v) {
                 g
             } else {
@@ -542,7 +570,7 @@ impl Grouper {
                 self.key_bytes += v.len();
                 g
             };
-            last = Some((v, id));
+            last = Some((cell, id));
             self.gids.push(id);
         }
     }
@@ -660,4 +688,30 @@ fn first_seen(
         }
     }
     Ok(fresh)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_bytes;
+
+    #[test]
+    fn same_bytes_is_byte_equality() {
+        // Every length up to 40 bytes, equal and differing at each position,
+        // and every pair of lengths.
+        for n in 0..40usize {
+            let a: Vec<u8> = (0..n).map(|i| (i * 7 + 1) as u8).collect();
+            assert!(same_bytes(&a, &a.clone()), "{n}");
+            for at in 0..n {
+                let mut b = a.clone();
+                b[at] ^= 0x20;
+                assert!(!same_bytes(&a, &b), "{n} {at}");
+            }
+            for m in 0..40usize {
+                if m != n {
+                    let b: Vec<u8> = (0..m).map(|i| (i * 7 + 1) as u8).collect();
+                    assert!(!same_bytes(&a, &b), "{n} {m}");
+                }
+            }
+        }
+    }
 }
