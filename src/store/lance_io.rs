@@ -506,4 +506,61 @@ mod tests {
             "plain main.rs: text"
         );
     }
+
+    /// One text column `j`, asked for `compression` when given.
+    fn json_schema(compression: Option<&str>) -> SchemaRef {
+        let f = Field::new("j", DataType::Utf8, true);
+        Arc::new(Schema::new(vec![match compression {
+            Some(c) => f.with_metadata([("lance-encoding:compression".into(), c.into())].into()),
+            None => f,
+        }]))
+    }
+
+    fn json_rows(schema: &SchemaRef, from: usize) -> ChannelReader {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let text: StringArray = (from..from + 3_000)
+            .map(|i| Some(format!(r#"{{"priority":{},"tags":["a","b"]}}"#, i % 4)))
+            .collect();
+        tx.send(RecordBatch::try_new(schema.clone(), vec![Arc::new(text)]).unwrap())
+            .unwrap();
+        ChannelReader {
+            schema: schema.clone(),
+            rx,
+        }
+    }
+
+    /// A table written before JSON columns asked for LZ4 takes rows from a
+    /// writer that asks for it: Lance keeps the table's own field metadata
+    /// (and so its encoding), and every row reads back (docs/formats.md).
+    #[test]
+    fn a_table_keeps_its_own_compression_when_rows_come_with_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.lance");
+        let path = path.to_str().unwrap();
+        runtime().block_on(async {
+            append_table(path, json_rows(&json_schema(None), 0), false)
+                .await
+                .unwrap();
+            let v = append_table(path, json_rows(&json_schema(Some("lz4")), 3_000), true)
+                .await
+                .unwrap();
+            let ds = open_at(path, v).await.unwrap();
+            let field = &ds.schema().fields[0];
+            assert_eq!(field.metadata.get("lance-encoding:compression"), None);
+            let batches = scan(path, v, &["j"], None).await.unwrap();
+            let read: Vec<String> = batches
+                .iter()
+                .flat_map(|b| {
+                    let a = b.column(0).as_string::<i32>();
+                    (0..a.len())
+                        .map(|r| a.value(r).to_string())
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            assert_eq!(read.len(), 6_000);
+            for (i, j) in read.iter().enumerate() {
+                assert_eq!(*j, format!(r#"{{"priority":{},"tags":["a","b"]}}"#, i % 4));
+            }
+        });
+    }
 }
