@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::support::{bin, run_measured_with};
+use crate::support::{bin, export_args, run_measured_with};
 
 fn run(args: &[&str]) -> Output {
     Command::new(bin()).args(args).output().unwrap()
@@ -163,16 +163,7 @@ fn import_and_export_memory_do_not_grow_with_the_data() {
 
 /// `export --from FROM --format FORMAT` to stdout, with `extra` options.
 fn export_stdout(from: &Path, format: &str, extra: &[&str]) -> Output {
-    let mut args = vec![
-        "export",
-        "--from",
-        from.to_str().unwrap(),
-        "--format",
-        format,
-        "--output",
-        "-",
-        "-q",
-    ];
+    let mut args = export_args(from, format);
     args.extend_from_slice(extra);
     run(&args)
 }

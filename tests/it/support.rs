@@ -31,6 +31,21 @@ pub fn example_dataset() -> PathBuf {
     root().join("examples/dataset")
 }
 
+/// `export --from FROM --format FORMAT --output - -q`: a quiet export to
+/// stdout.
+pub fn export_args<'a>(from: &'a Path, format: &'a str) -> Vec<&'a str> {
+    vec![
+        "export",
+        "--from",
+        from.to_str().unwrap(),
+        "--format",
+        format,
+        "--output",
+        "-",
+        "-q",
+    ]
+}
+
 /// The `.json` files under `dir`, at any depth, in path order.
 pub fn json_files(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();

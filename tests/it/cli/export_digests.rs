@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::cli::common::TestEnv;
-use crate::support::root;
+use crate::support::{export_args, root};
 
 /// The trajectory files shipped as the example dataset and as test
 /// fixtures, relative to the repository, in path order.
@@ -30,16 +30,7 @@ fn fixtures() -> Vec<PathBuf> {
 
 /// Exit code and bytes written to stdout by `export` of `from`.
 fn export(env: &TestEnv, from: &Path, format: &str, stream: bool) -> (i32, Vec<u8>) {
-    let mut args = vec![
-        "export",
-        "--from",
-        from.to_str().unwrap(),
-        "--format",
-        format,
-        "--output",
-        "-",
-        "-q",
-    ];
+    let mut args = export_args(from, format);
     if stream {
         args.push("--stream");
     }
