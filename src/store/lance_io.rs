@@ -100,6 +100,12 @@ fn file_writer_options(
 /// peaks at 200 MiB, as fast (docs/benchmarks.md).
 const ROWS_PER_FILE: usize = 1 << 16;
 
+/// The Lance file format of new tables: 2.2, whose mini-blocks record
+/// 32-bit chunk sizes, so a chunk may hold a cell of up to the objects'
+/// inline limit (2.1's are 16-bit: 32 KiB at most).
+const FILE_FORMAT: lance_file::version::LanceFileVersion =
+    lance_file::version::LanceFileVersion::V2_2;
+
 /// Append the batches the channel yields to the Lance table at `path`
 /// (created when `exists` is false); returns the new version.
 pub async fn append_table(
@@ -125,6 +131,9 @@ pub async fn append_table_paged(
             WriteMode::Create
         },
         max_rows_per_file: ROWS_PER_FILE,
+        // New tables in the format their JSON columns' mini-blocks need
+        // (`schema::table_schema`); appends keep the table's own.
+        data_storage_version: (!exists).then_some(FILE_FORMAT),
         session: session_for(path)?,
         file_writer_options: Some(file_writer_options(&reader.schema, per_column)),
         ..Default::default()
@@ -517,16 +526,146 @@ mod tests {
     }
 
     fn json_rows(schema: &SchemaRef, from: usize) -> ChannelReader {
+        rows(
+            schema,
+            (from..from + 3_000)
+                .map(|i| Some(format!(r#"{{"priority":{},"tags":["a","b"]}}"#, i % 4)))
+                .collect(),
+        )
+    }
+
+    fn rows(schema: &SchemaRef, values: Vec<Option<String>>) -> ChannelReader {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let text: StringArray = (from..from + 3_000)
-            .map(|i| Some(format!(r#"{{"priority":{},"tags":["a","b"]}}"#, i % 4)))
-            .collect();
+        let text: StringArray = values.into_iter().collect();
         tx.send(RecordBatch::try_new(schema.clone(), vec![Arc::new(text)]).unwrap())
             .unwrap();
         ChannelReader {
             schema: schema.clone(),
             rx,
         }
+    }
+
+    fn read_text(path: &str, v: u64) -> Vec<Option<String>> {
+        let batches = runtime().block_on(scan(path, v, &["j"], None)).unwrap();
+        batches
+            .iter()
+            .flat_map(|b| {
+                let a = b.column(0).as_string::<i32>();
+                a.iter().map(|s| s.map(str::to_string)).collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// JSON cells from empty to one byte under the objects' inline limit,
+    /// multi-byte text among them, with NULLs: 40 rows.
+    fn json_cells(seed: usize) -> Vec<Option<String>> {
+        let limit = crate::store::objects::OBJECT_INLINE_LIMIT;
+        (0..40)
+            .map(|i| match (i + seed) % 5 {
+                0 => None,
+                1 => Some(format!(r#"{{"n":{i}}}"#)),
+                // Over 2.1's 32 KiB chunk limit, under the inline limit.
+                2 => {
+                    let body = "终端输出\\u001b[0m ".repeat(limit / 30);
+                    let s = format!(r#"{{"out":"{body}"}}"#);
+                    assert!(s.len() > 32 * 1024 && s.len() < limit, "{}", s.len());
+                    Some(s)
+                }
+                // Bytes LZ4 cannot shorten, so a chunk stays as long.
+                3 => Some(format!(r#"{{"out":"{}"}}"#, noise(i, limit - 11))),
+                _ => Some(String::new()),
+            })
+            .collect()
+    }
+
+    /// `n` hexadecimal digits without repeats for a compressor to find.
+    fn noise(seed: usize, n: usize) -> String {
+        let mut x = seed as u64 | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                char::from_digit((x >> 60) as u32, 16).unwrap()
+            })
+            .collect()
+    }
+
+    /// A JSON column of the store's schema: how `table_schema` asks Lance
+    /// to lay it out.
+    fn store_json_schema() -> SchemaRef {
+        let steps = crate::store::schema::table_schema(
+            crate::table::Table::Steps,
+            crate::store::current::STORE_SCHEMA_VERSION,
+        );
+        let f = steps.field_with_name("observation").unwrap();
+        Arc::new(Schema::new(vec![
+            Field::new("j", DataType::Utf8, true).with_metadata(f.metadata().clone())
+        ]))
+    }
+
+    /// JSON cells of every length a store keeps inline fit the mini-blocks
+    /// its JSON columns are laid out in, in a new table and appended to it.
+    #[test]
+    fn json_cells_up_to_the_inline_limit_fit_mini_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.lance");
+        let path = path.to_str().unwrap();
+        let schema = store_json_schema();
+        assert_eq!(
+            schema
+                .field(0)
+                .metadata()
+                .get("lance-encoding:structural-encoding"),
+            Some(&"miniblock".to_string())
+        );
+        runtime().block_on(async {
+            append_table(path, rows(&schema, json_cells(0)), false)
+                .await
+                .unwrap();
+        });
+        let v = runtime()
+            .block_on(append_table(path, rows(&schema, json_cells(1)), true))
+            .unwrap();
+        let mut want = json_cells(0);
+        want.extend(json_cells(1));
+        assert_eq!(read_text(path, v), want);
+    }
+
+    /// A table in Lance's file format 2.1 without the mini-block setting
+    /// (as a store written by an older build may hold) takes rows of the
+    /// current schema, long cells included: it keeps its own layout.
+    #[test]
+    fn an_older_table_takes_long_json_cells() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.lance");
+        let path = path.to_str().unwrap();
+        let old = json_schema(Some("lz4"));
+        let params = WriteParams {
+            data_storage_version: Some(lance_file::version::LanceFileVersion::V2_1),
+            ..Default::default()
+        };
+        runtime().block_on(async {
+            Dataset::write(rows(&old, json_cells(0)), path, Some(params))
+                .await
+                .unwrap();
+        });
+        let v = runtime()
+            .block_on(append_table(
+                path,
+                rows(&store_json_schema(), json_cells(1)),
+                true,
+            ))
+            .unwrap();
+        let ds = runtime().block_on(open_at(path, v)).unwrap();
+        let field = &ds.schema().fields[0];
+        assert_eq!(
+            field.metadata.get("lance-encoding:structural-encoding"),
+            None
+        );
+        let mut want = json_cells(0);
+        want.extend(json_cells(1));
+        assert_eq!(read_text(path, v), want);
     }
 
     /// A table written before JSON columns asked for LZ4 takes rows from a

@@ -54,6 +54,10 @@ const UNCOMPRESSED: (&str, &str) = ("lance-encoding:compression", "none");
 /// The Lance field metadata that compresses a column's pages with LZ4.
 const LZ4: (&str, &str) = ("lance-encoding:compression", "lz4");
 
+/// The Lance field metadata that lays out every page of a column in
+/// mini-blocks (chunks of values), whatever the length of its values.
+const MINI_BLOCKS: (&str, &str) = ("lance-encoding:structural-encoding", "miniblock");
+
 /// True for the Lance field metadata of a derived text view (see
 /// [`table_schema`]): long text, kept to be scanned.
 pub fn is_text_view(metadata: &std::collections::HashMap<String, String>) -> bool {
@@ -69,15 +73,20 @@ pub fn is_text_view(metadata: &std::collections::HashMap<String, String>) -> boo
 /// fills a buffer eight times the compressed bytes per page). On the
 /// benchmark corpus this makes `observation_text` 409 MB instead of 284 MB.
 ///
-/// JSON columns are asked for LZ4 instead of FSST: JSON repeats its keys
-/// and punctuation, which a general compressor finds and FSST's 8-byte
-/// symbols only partly do. Lance applies LZ4 to the chunks of a page whose
-/// values are all shorter than 256 bytes; a page holding a longer value
-/// (tool output) has each value compressed on its own with its general
-/// compressor, zstd, whatever codec is named. Either way the tables are
-/// smaller (4% here) and export reads them faster (docs/benchmarks.md).
+/// JSON columns are asked for LZ4 instead of FSST, in mini-blocks: JSON
+/// repeats its keys and punctuation, which a general compressor finds and
+/// FSST's 8-byte symbols only partly do. Lance lays out a page whose values
+/// are all shorter than 256 bytes in mini-blocks of its own accord; a page
+/// holding a longer value (tool output) it would otherwise lay out value by
+/// value, each compressed on its own with zstd whatever codec is named, and
+/// zstd started afresh for every cell of a million took three times as
+/// long to read as LZ4 over chunks of cells (the raw `observation` of the
+/// 1M-step benchmark store: 1.72 against 0.56 s, docs/benchmarks.md).
+/// Mini-blocks of a value up to the objects' inline limit need the 32-bit
+/// chunk sizes of Lance's file format 2.2, which new tables are written in.
 /// Lance keeps a table's own field metadata when rows are appended, so a
-/// table created before this keeps FSST for its JSON.
+/// table created before this keeps its JSON as it was (FSST, or LZ4 with
+/// long values laid out one by one).
 pub fn table_schema(t: Table, layout: u64) -> SchemaRef {
     let cols = t.columns();
     Arc::new(Schema::new(
@@ -85,17 +94,21 @@ pub fn table_schema(t: Table, layout: u64) -> SchemaRef {
             .into_iter()
             .map(|i| {
                 let f = Field::new(cols[i].name, cols[i].ty.arrow(), cols[i].nullable);
-                let how = if cols[i].derived.is_some() {
-                    Some(UNCOMPRESSED)
+                let how: &[(&str, &str)] = if cols[i].derived.is_some() {
+                    &[UNCOMPRESSED]
                 } else if cols[i].ty == ColType::Json {
-                    Some(LZ4)
+                    &[LZ4, MINI_BLOCKS]
                 } else {
-                    None
+                    &[]
                 };
-                match how {
-                    Some((k, v)) => f.with_metadata([(k.to_string(), v.to_string())].into()),
-                    None => f,
+                if how.is_empty() {
+                    return f;
                 }
+                f.with_metadata(
+                    how.iter()
+                        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                        .collect(),
+                )
             })
             .collect::<Vec<_>>(),
     ))

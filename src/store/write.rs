@@ -735,11 +735,15 @@ mod tests {
     }
 
     fn stored_names(root: &Path, t: Table) -> Vec<String> {
-        stored_fields(root, t).into_iter().map(|(n, _)| n).collect()
+        stored_fields(root, t)
+            .into_iter()
+            .map(|(n, _, _)| n)
+            .collect()
     }
 
-    /// Each stored field's name and how Lance was asked to compress it.
-    fn stored_fields(root: &Path, t: Table) -> Vec<(String, Option<String>)> {
+    /// Each stored field's name, how Lance was asked to compress it and
+    /// how to lay out its pages.
+    fn stored_fields(root: &Path, t: Table) -> Vec<(String, Option<String>, Option<String>)> {
         let c = StorylineLanceStore::open(root)
             .unwrap()
             .current()
@@ -759,7 +763,8 @@ mod tests {
             .iter()
             .map(|f| {
                 let c = f.metadata.get("lance-encoding:compression").cloned();
-                (f.name.clone(), c)
+                let layout = f.metadata.get("lance-encoding:structural-encoding");
+                (f.name.clone(), c, layout.cloned())
             })
             .collect()
     }
@@ -773,17 +778,27 @@ mod tests {
             (Table::ToolCalls, "results_text", "results"),
         ] {
             let fields = stored_fields(&dir.path().join("s"), t);
-            let how = |col: &str| fields.iter().find(|(n, _)| n == col).unwrap().1.clone();
-            assert_eq!(how(view).as_deref(), Some("none"), "{view}");
-            assert_eq!(how(raw).as_deref(), Some("lz4"), "{raw}");
+            let how = |col: &str| {
+                let (_, c, layout) = fields.iter().find(|(n, _, _)| n == col).unwrap();
+                (c.as_deref(), layout.as_deref())
+            };
+            assert_eq!(how(view), (Some("none"), None), "{view}");
+            assert_eq!(how(raw), (Some("lz4"), Some("miniblock")), "{raw}");
         }
-        // Text that is not JSON keeps Lance's default.
+        // Every JSON column in LZ4 mini-blocks; other text keeps Lance's
+        // default.
         let steps = stored_fields(&dir.path().join("s"), Table::Steps);
-        for (name, how) in steps {
+        for (name, how, layout) in steps {
             let json = Table::Steps.columns()[Table::Steps.index_of(&name).unwrap()].ty
                 == crate::table::ColType::Json;
-            if !json && name != "observation_text" {
-                assert_eq!(how, None, "{name}");
+            if json {
+                assert_eq!(
+                    (how.as_deref(), layout.as_deref()),
+                    (Some("lz4"), Some("miniblock")),
+                    "{name}"
+                );
+            } else if name != "observation_text" {
+                assert_eq!((how, layout), (None, None), "{name}");
             }
         }
     }
