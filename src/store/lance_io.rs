@@ -101,8 +101,12 @@ fn file_writer_options(
 const ROWS_PER_FILE: usize = 1 << 16;
 
 /// The Lance file format of new tables: 2.2, whose mini-blocks record
-/// 32-bit chunk sizes, so a chunk may hold a cell of up to the objects'
-/// inline limit (2.1's are 16-bit: 32 KiB at most).
+/// 32-bit chunk sizes. A chunk holds at least two cells (but the last), and
+/// 2.1's 16-bit sizes cap a chunk at 32 KiB after compression, which two
+/// incompressible cells of 16 KiB already pass; the store keeps cells of
+/// up to the objects' inline limit (64 KiB) in its JSON columns' chunks.
+/// 2.2 is also Lance 14's default: naming it keeps new tables in the format
+/// the JSON layout was measured and tested in if that default moves.
 const FILE_FORMAT: lance_file::version::LanceFileVersion =
     lance_file::version::LanceFileVersion::V2_2;
 
@@ -564,21 +568,21 @@ mod tests {
             .map(|i| match (i + seed) % 5 {
                 0 => None,
                 1 => Some(format!(r#"{{"n":{i}}}"#)),
-                // Over 2.1's 32 KiB chunk limit, under the inline limit.
+                // Long multi-byte text, which LZ4 shortens a great deal.
                 2 => {
                     let body = "终端输出\\u001b[0m ".repeat(limit / 30);
                     let s = format!(r#"{{"out":"{body}"}}"#);
                     assert!(s.len() > 32 * 1024 && s.len() < limit, "{}", s.len());
                     Some(s)
                 }
-                // Bytes LZ4 cannot shorten, so a chunk stays as long.
+                // Over 2.1's 32 KiB chunk limit even after LZ4.
                 3 => Some(format!(r#"{{"out":"{}"}}"#, noise(i, limit - 11))),
                 _ => Some(String::new()),
             })
             .collect()
     }
 
-    /// `n` hexadecimal digits without repeats for a compressor to find.
+    /// `n` pseudo-random hexadecimal digits, which LZ4 barely shortens.
     fn noise(seed: usize, n: usize) -> String {
         let mut x = seed as u64 | 1;
         (0..n)
@@ -632,9 +636,11 @@ mod tests {
         assert_eq!(read_text(path, v), want);
     }
 
-    /// A table in Lance's file format 2.1 without the mini-block setting
-    /// (as a store written by an older build may hold) takes rows of the
-    /// current schema, long cells included: it keeps its own layout.
+    /// A table without the mini-block setting takes rows of the current
+    /// schema, long cells included, and keeps its own field metadata and
+    /// file format. Its format is 2.1, whose chunks could not hold those
+    /// cells: a stronger case than the tables of earlier builds (2.2, the
+    /// setting missing), which only the metadata tells apart.
     #[test]
     fn an_older_table_takes_long_json_cells() {
         let dir = tempfile::tempdir().unwrap();
@@ -663,6 +669,15 @@ mod tests {
             field.metadata.get("lance-encoding:structural-encoding"),
             None
         );
+        // The appended rows went into files of the table's format.
+        let versions: Vec<(u32, u32)> = ds
+            .fragments()
+            .iter()
+            .flat_map(|f| f.files.iter())
+            .map(|d| (d.file_major_version, d.file_minor_version))
+            .collect();
+        assert!(versions.len() >= 2, "{versions:?}");
+        assert!(versions.iter().all(|&v| v == (2, 1)), "{versions:?}");
         let mut want = json_cells(0);
         want.extend(json_cells(1));
         assert_eq!(read_text(path, v), want);

@@ -54,8 +54,9 @@ const UNCOMPRESSED: (&str, &str) = ("lance-encoding:compression", "none");
 /// The Lance field metadata that compresses a column's pages with LZ4.
 const LZ4: (&str, &str) = ("lance-encoding:compression", "lz4");
 
-/// The Lance field metadata that lays out every page of a column in
-/// mini-blocks (chunks of values), whatever the length of its values.
+/// The Lance field metadata that lays out a column's pages in mini-blocks
+/// (chunks of values) whatever the length of their values. Pages Lance
+/// encodes otherwise first (dictionary, constant, all-null) stay so.
 const MINI_BLOCKS: (&str, &str) = ("lance-encoding:structural-encoding", "miniblock");
 
 /// True for the Lance field metadata of a derived text view (see
@@ -82,8 +83,9 @@ pub fn is_text_view(metadata: &std::collections::HashMap<String, String>) -> boo
 /// zstd started afresh for every cell of a million took three times as
 /// long to read as LZ4 over chunks of cells (the raw `observation` of the
 /// 1M-step benchmark store: 1.72 against 0.56 s, docs/benchmarks.md).
-/// Mini-blocks of a value up to the objects' inline limit need the 32-bit
-/// chunk sizes of Lance's file format 2.2, which new tables are written in.
+/// Chunks of cells up to the objects' inline limit need the 32-bit chunk
+/// sizes of Lance's file format 2.2, which new tables are written in
+/// (`lance_io::FILE_FORMAT`).
 /// Lance keeps a table's own field metadata when rows are appended, so a
 /// table created before this keeps its JSON as it was (FSST, or LZ4 with
 /// long values laid out one by one).
