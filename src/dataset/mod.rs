@@ -324,6 +324,7 @@ impl DataLayer for Mounts {
                     only: &|_| true,
                     store_filter: None,
                     call_output: None,
+                    bytes: true,
                 };
                 self.scan_documents(mount, &scan, post, emit, check)
             }

@@ -25,6 +25,9 @@ pub(super) struct DocumentScan<'a> {
     pub store_filter: Option<&'a str>,
     /// Add the text of call results under this column name (steps only).
     pub call_output: Option<&'static str>,
+    /// Hand on the text views a store keeps as bytes as they are stored
+    /// (`Binary`, unchecked) rather than as text; see `DataLayer::scan`.
+    pub bytes: bool,
 }
 
 /// File Sources decoded in parallel per round, per thread of the pool: a
@@ -297,6 +300,7 @@ impl Mounts {
             only,
             store_filter: None,
             call_output: None,
+            bytes: false,
         };
         self.scan_documents(
             mount,
@@ -357,6 +361,7 @@ impl Mounts {
             only,
             store_filter,
             call_output: None,
+            bytes: false,
         };
         self.collect_scan(dataset, &scan, post, check)
     }
@@ -382,6 +387,7 @@ impl Mounts {
             only,
             store_filter: None,
             call_output: Some(name),
+            bytes: false,
         };
         self.collect_scan(dataset, &scan, post, &|| Ok(()))
     }

@@ -151,35 +151,58 @@ fn scan_table(
     let mut paths = SourcePaths::new(&s.source_path);
     // Batches are filtered as they arrive (Lance decodes the next ones
     // meanwhile), so only rows that pass are kept.
-    reader.scan_each_where(
-        phys,
-        &stored,
-        scan.store_filter,
-        |b| -> Result<(), ScanError> {
-            let n = b.num_rows();
-            let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
-            let column = |name: &str| {
-                b.column_by_name(name)
-                    .cloned()
-                    .ok_or_else(|| SqlError::Internal(format!("store column {name} missing")))
-            };
-            for &i in columns {
-                if i == 0 {
-                    arrays.push(paths.get(n));
-                } else if let Some(f) = fallback(cols[i].name) {
-                    arrays.push(coalesce_times(&column(cols[i].name)?, &column(f)?));
-                } else {
-                    arrays.push(column(cols[i].name)?);
-                }
+    let each = |b: RecordBatch| -> Result<(), ScanError> {
+        let n = b.num_rows();
+        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
+        let column = |name: &str| {
+            b.column_by_name(name)
+                .cloned()
+                .ok_or_else(|| SqlError::Internal(format!("store column {name} missing")))
+        };
+        for &i in columns {
+            if i == 0 {
+                arrays.push(paths.get(n));
+            } else if let Some(f) = fallback(cols[i].name) {
+                arrays.push(coalesce_times(&column(cols[i].name)?, &column(f)?));
+            } else {
+                arrays.push(column(cols[i].name)?);
             }
-            let opts = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(n));
-            each(RecordBatch::try_new_with_options(
-                schema.clone(),
-                arrays,
-                &opts,
-            )?)
-        },
-    )
+        }
+        let opts = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(n));
+        each(RecordBatch::try_new_with_options(
+            as_read(&schema, &arrays),
+            arrays,
+            &opts,
+        )?)
+    };
+    // For SQL, text views kept as bytes stay so: the engine checks the rows
+    // its filter keeps (`DataLayer::scan`).
+    if scan.bytes {
+        reader.scan_bytes_where(phys, &stored, scan.store_filter, each)
+    } else {
+        reader.scan_each_where(phys, &stored, scan.store_filter, each)
+    }
+}
+
+/// `schema` with the type of each of `arrays` where it differs: the text
+/// views a store keeps as bytes.
+fn as_read(schema: &SchemaRef, arrays: &[ArrayRef]) -> SchemaRef {
+    if schema
+        .fields()
+        .iter()
+        .zip(arrays)
+        .all(|(f, a)| f.data_type() == a.data_type())
+    {
+        return schema.clone();
+    }
+    std::sync::Arc::new(Schema::new(
+        schema
+            .fields()
+            .iter()
+            .zip(arrays)
+            .map(|(f, a)| f.as_ref().clone().with_data_type(a.data_type().clone()))
+            .collect::<Vec<_>>(),
+    ))
 }
 
 /// The `source_path` column of a store's batches: one value on every row,

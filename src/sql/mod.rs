@@ -49,7 +49,10 @@ pub trait DataLayer: Sync {
     /// the worker that produced it (the scan filter); `emit` gets its
     /// results on the calling thread as the scan goes, in a stable order,
     /// and stops the scan when it errors; so does `check`, called between
-    /// batches (timeouts, a consumer gone).
+    /// batches (timeouts, a consumer gone). A text column may come to
+    /// `post` as `Binary`, its bytes not yet checked as UTF-8 (the text
+    /// views a store keeps as bytes): `post` checks the rows it keeps
+    /// (`ops::scan_bytes`).
     fn scan(
         &self,
         dataset: &str,

@@ -13,8 +13,10 @@ use super::StoreError;
 /// `tool_calls` (documents are told apart by position, never by a renamed
 /// id), and the step times, role counts, model and first user message to
 /// `runs`. Version 3 keeps the decoded text views `observation_text` and
-/// `results_text`, which readers of a version 2 store compute.
-pub const STORE_SCHEMA_VERSION: u64 = 3;
+/// `results_text`, which readers of a version 2 store compute. Version 4
+/// keeps those views as bytes, checked as text when read
+/// (`schema::VIEWS_AS_BYTES_FROM`).
+pub const STORE_SCHEMA_VERSION: u64 = 4;
 
 /// The oldest store layout version this build reads.
 pub const OLDEST_READ_SCHEMA_VERSION: u64 = 2;

@@ -11,10 +11,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayBuilder, ArrayRef, AsArray, Int64Array, LargeBinaryBuilder, StringArray,
-    StringBuilder,
+    Array, ArrayBuilder, ArrayRef, AsArray, GenericByteArray, GenericByteBuilder, Int64Array,
+    LargeBinaryBuilder, StringBuilder,
 };
-use arrow::datatypes::DataType;
+use arrow::datatypes::{ByteArrayType, DataType};
 use arrow::record_batch::RecordBatch;
 
 use super::StoreError;
@@ -140,11 +140,38 @@ impl ObjectSink {
 /// with the marker (`offload`), so the first byte of each cell tells. A
 /// search of the whole buffer cost 4% of a scan of tool output; parsing
 /// each cell cost a few percent of a scan of short text such as model names.
-fn may_hold_descriptors(s: &StringArray) -> bool {
+fn may_hold_descriptors<T: ByteArrayType<Offset = i32>>(s: &GenericByteArray<T>) -> bool {
     let data = s.value_data();
     s.value_offsets()
         .windows(2)
         .any(|w| w[0] < w[1] && data[w[0] as usize] == MARK as u8)
+}
+
+/// The descriptor a cell holds, if it is one. Text views a store keeps as
+/// bytes hold descriptors too (a descriptor is ASCII).
+fn descriptor_in(cell: &[u8]) -> Option<Result<(&str, usize), StoreError>> {
+    cell.starts_with(PREFIX.as_bytes()).then(|| {
+        std::str::from_utf8(cell)
+            .ok()
+            .and_then(parse_descriptor)
+            .ok_or_else(|| StoreError::Corrupt("malformed object descriptor".into()))
+    })
+}
+
+/// The cells of a text column, or of text kept as bytes, when any may be
+/// a descriptor.
+fn cells(col: &ArrayRef) -> Option<Box<dyn Iterator<Item = Option<&[u8]>> + '_>> {
+    match col.data_type() {
+        DataType::Utf8 => {
+            let s = col.as_string::<i32>();
+            may_hold_descriptors(s).then(|| Box::new(s.iter().map(|v| v.map(str::as_bytes))) as _)
+        }
+        DataType::Binary => {
+            let s = col.as_binary::<i32>();
+            may_hold_descriptors(s).then(|| Box::new(s.iter()) as _)
+        }
+        _ => None,
+    }
 }
 
 /// Content ids referenced by descriptors in `batches`.
@@ -152,15 +179,8 @@ pub fn referenced_ids(batches: &[RecordBatch]) -> HashSet<String> {
     let mut ids = HashSet::new();
     for b in batches {
         for col in b.columns() {
-            if col.data_type() != &DataType::Utf8 {
-                continue;
-            }
-            let s = col.as_string::<i32>();
-            if !may_hold_descriptors(s) {
-                continue;
-            }
-            for v in s.iter().flatten() {
-                if let Some((id, _)) = parse_descriptor(v) {
+            for v in cells(col).into_iter().flatten().flatten() {
+                if let Some(Ok((id, _))) = descriptor_in(v) {
                     ids.insert(id.to_string());
                 }
             }
@@ -181,39 +201,13 @@ pub fn resolve(
             let mut changed = false;
             let mut cols: Vec<ArrayRef> = Vec::with_capacity(b.num_columns());
             for col in b.columns() {
-                if col.data_type() != &DataType::Utf8 {
-                    cols.push(col.clone());
-                    continue;
-                }
-                let s = col.as_string::<i32>();
-                if !may_hold_descriptors(s) || !s.iter().flatten().any(is_descriptor) {
-                    cols.push(col.clone());
-                    continue;
-                }
-                changed = true;
-                // Rebuilt in one buffer: a String per row would cost an
-                // allocation and a copy for every small cell of the batch.
-                let mut out = StringBuilder::with_capacity(s.len(), s.value_data().len());
-                for v in s {
-                    match v {
-                        Some(d) if is_descriptor(d) => {
-                            let (id, len) = parse_descriptor(d).ok_or_else(|| {
-                                StoreError::Corrupt("malformed object descriptor".into())
-                            })?;
-                            let text = objects.get(id).ok_or_else(|| {
-                                StoreError::Corrupt(format!("object {id} is missing"))
-                            })?;
-                            if text.len() != len {
-                                return Err(StoreError::Corrupt(format!(
-                                    "object {id} has the wrong length"
-                                )));
-                            }
-                            out.append_value(&**text);
-                        }
-                        other => out.append_option(other),
-                    }
-                }
-                cols.push(Arc::new(out.finish()));
+                let resolved = match col.data_type() {
+                    DataType::Utf8 => resolve_column(col.as_string::<i32>(), objects)?,
+                    DataType::Binary => resolve_column(col.as_binary::<i32>(), objects)?,
+                    _ => None,
+                };
+                changed |= resolved.is_some();
+                cols.push(resolved.unwrap_or_else(|| col.clone()));
             }
             if changed {
                 RecordBatch::try_new(b.schema(), cols)
@@ -223,6 +217,53 @@ pub fn resolve(
             }
         })
         .collect()
+}
+
+/// `s` with its descriptors replaced, or `None` when it has none.
+fn resolve_column<T>(
+    s: &GenericByteArray<T>,
+    objects: &HashMap<String, Arc<str>>,
+) -> Result<Option<ArrayRef>, StoreError>
+where
+    T: ByteArrayType<Offset = i32>,
+    T::Native: AsRef<[u8]>,
+    str: AsRef<T::Native>,
+{
+    fn bytes<N: AsRef<[u8]> + ?Sized>(v: &N) -> &[u8] {
+        v.as_ref()
+    }
+    if !may_hold_descriptors(s)
+        || !s
+            .iter()
+            .flatten()
+            .any(|v| descriptor_in(bytes(v)).is_some())
+    {
+        return Ok(None);
+    }
+    // Rebuilt in one buffer: a String per row would cost an allocation and
+    // a copy for every small cell of the batch.
+    let mut out = GenericByteBuilder::<T>::with_capacity(s.len(), s.value_data().len());
+    for v in s {
+        let Some(v) = v else {
+            out.append_null();
+            continue;
+        };
+        let Some(d) = descriptor_in(bytes(v)) else {
+            out.append_value(v);
+            continue;
+        };
+        let (id, len) = d?;
+        let text = objects
+            .get(id)
+            .ok_or_else(|| StoreError::Corrupt(format!("object {id} is missing")))?;
+        if text.len() != len {
+            return Err(StoreError::Corrupt(format!(
+                "object {id} has the wrong length"
+            )));
+        }
+        out.append_value(&**text);
+    }
+    Ok(Some(Arc::new(out.finish())))
 }
 
 /// Turn rows of the objects table into a map, verifying every hash.
@@ -254,6 +295,7 @@ pub fn load_objects(batches: &[RecordBatch]) -> Result<HashMap<String, Arc<str>>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::array::StringArray;
     use arrow::datatypes::{Field, Schema};
 
     #[test]
@@ -298,5 +340,47 @@ mod tests {
         let back = resolve(vec![stored], &objects).unwrap();
         assert_eq!(back[0], batch);
         assert_eq!(referenced_ids(&back).len(), 0);
+    }
+
+    /// Text views a store keeps as bytes hold descriptors as text columns
+    /// do: they are found (the objects' collection keeps what they name)
+    /// and resolved, into bytes.
+    #[test]
+    fn descriptors_in_text_kept_as_bytes_are_found_and_resolved() {
+        let big = "Traceback 超时 ".repeat(OBJECT_INLINE_LIMIT / 8);
+        let texts = [Some("small"), None, Some(big.as_str())];
+        let schema = Arc::new(Schema::new(vec![Field::new("t", DataType::Utf8, true)]));
+        let col: StringArray = texts.iter().copied().collect();
+        let batch = RecordBatch::try_new(schema, vec![Arc::new(col)]).unwrap();
+        let mut sink = ObjectSink::default();
+        let stored = sink.offload(batch).unwrap();
+        let as_bytes = |b: &RecordBatch| {
+            let c = arrow::array::BinaryArray::from(b.column(0).as_string::<i32>().clone());
+            let schema = Schema::new(vec![Field::new("t", DataType::Binary, true)]);
+            RecordBatch::try_new(Arc::new(schema), vec![Arc::new(c)]).unwrap()
+        };
+        let bytes = as_bytes(&stored);
+        assert_eq!(
+            referenced_ids(std::slice::from_ref(&bytes)),
+            referenced_ids(&[stored])
+        );
+        assert_eq!(referenced_ids(std::slice::from_ref(&bytes)).len(), 1);
+        let objects = load_objects(&[sink.drain().unwrap()]).unwrap();
+        let back = resolve(vec![bytes.slice(1, 2)], &objects).unwrap();
+        let back = back[0].column(0).as_binary::<i32>();
+        assert_eq!(
+            back.iter().collect::<Vec<_>>(),
+            [None, Some(big.as_bytes())]
+        );
+        // A cell that starts like a descriptor and is not one.
+        let bad = as_bytes(
+            &RecordBatch::try_new(
+                Arc::new(Schema::new(vec![Field::new("t", DataType::Utf8, true)])),
+                vec![Arc::new(StringArray::from(vec![format!("{PREFIX}zz:1")]))],
+            )
+            .unwrap(),
+        );
+        let e = resolve(vec![bad], &objects).unwrap_err();
+        assert!(matches!(e, StoreError::Corrupt(_)), "{e}");
     }
 }

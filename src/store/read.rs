@@ -182,12 +182,12 @@ impl StoreReader {
                     )
                     .map_err(|e| StoreError::Internal(e.to_string()))?,
             ));
-            return Ok(vec![with_views(t, columns, &empty, derive)?]);
+            return Ok(vec![as_text(with_views(t, columns, &empty, derive)?)?]);
         };
         let batches = runtime().block_on(scan(&p, v, &read, None))?;
         self.resolve_objects(batches)?
             .iter()
-            .map(|b| with_views(t, columns, b, derive))
+            .map(|b| as_text(with_views(t, columns, b, derive)?))
             .collect()
     }
 
@@ -211,7 +211,21 @@ impl StoreReader {
         filter: Option<&str>,
         each: impl FnMut(RecordBatch) -> Result<(), E>,
     ) -> Result<(), E> {
-        self.scan_rows(t, columns, filter, None, each)
+        self.scan_rows(t, columns, filter, None, Views::Text, each)
+    }
+
+    /// Like [`StoreReader::scan_each_where`], with the text views of a
+    /// store that keeps them as bytes handed on as they are stored
+    /// (`Binary`, not checked as UTF-8): for a reader that keeps few of
+    /// the rows it reads and checks those ([`crate::table::checked_text`]).
+    pub fn scan_bytes_where<E: From<StoreError>>(
+        &self,
+        t: Table,
+        columns: &[&str],
+        filter: Option<&str>,
+        each: impl FnMut(RecordBatch) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.scan_rows(t, columns, filter, None, Views::Bytes, each)
     }
 
     /// [`StoreReader::scan_each_where`] in batches of `rows` whole rows
@@ -222,6 +236,7 @@ impl StoreReader {
         columns: &[&str],
         filter: Option<&str>,
         rows: Option<usize>,
+        views: Views,
         mut each: impl FnMut(RecordBatch) -> Result<(), E>,
     ) -> Result<(), E> {
         let Some((p, v)) = self.table(t) else {
@@ -232,7 +247,11 @@ impl StoreReader {
         let mut stream = runtime().block_on(scan_stream(&p, v, &read, filter, rows))?;
         let mut emit = |b: RecordBatch| -> Result<(), E> {
             for r in self.resolve_objects(vec![b])? {
-                each(with_views(t, columns, &r, derive)?)?;
+                let b = with_views(t, columns, &r, derive)?;
+                each(match views {
+                    Views::Text => as_text(b)?,
+                    Views::Bytes => b,
+                })?;
             }
             Ok(())
         };
@@ -319,42 +338,50 @@ impl StoreReader {
         };
         // Nearly whole rows of both tables: read as export reads them.
         let rows = Some(WHOLE_ROWS_PER_BATCH);
-        self.scan_rows(Table::Steps, &read, None, rows, |b| -> Result<(), E> {
-            let (Some(docs), Some(turns)) = (
-                b.column_by_name("storage_ordinal")
-                    .and_then(|a| a.as_primitive_opt::<Int64Type>()),
-                b.column_by_name("turn_ordinal")
-                    .and_then(|a| a.as_primitive_opt::<Int64Type>()),
-            ) else {
-                return Err(StoreError::Corrupt(
-                    "steps without storage_ordinal/turn_ordinal".into(),
-                )
-                .into());
-            };
-            let mut text = arrow::array::StringBuilder::new();
-            for r in 0..b.num_rows() {
-                text.append_option(calls.take(docs.value(r), turns.value(r))?);
-            }
-            let mut fields = Vec::with_capacity(columns.len() + 1);
-            let mut arrays: Vec<arrow::array::ArrayRef> = Vec::with_capacity(columns.len() + 1);
-            for c in columns {
-                let i = b
-                    .schema()
-                    .index_of(c)
-                    .map_err(|_| StoreError::Internal(format!("store column {c} missing")))?;
-                fields.push(b.schema().field(i).clone());
-                arrays.push(b.column(i).clone());
-            }
-            fields.push(arrow::datatypes::Field::new(
-                "call_output_text",
-                DataType::Utf8,
-                true,
-            ));
-            arrays.push(Arc::new(text.finish()));
-            let out = RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), arrays)
-                .map_err(|e| StoreError::Internal(e.to_string()))?;
-            each(out)
-        })
+        self.scan_rows(
+            Table::Steps,
+            &read,
+            None,
+            rows,
+            Views::Text,
+            |b| -> Result<(), E> {
+                let (Some(docs), Some(turns)) = (
+                    b.column_by_name("storage_ordinal")
+                        .and_then(|a| a.as_primitive_opt::<Int64Type>()),
+                    b.column_by_name("turn_ordinal")
+                        .and_then(|a| a.as_primitive_opt::<Int64Type>()),
+                ) else {
+                    return Err(StoreError::Corrupt(
+                        "steps without storage_ordinal/turn_ordinal".into(),
+                    )
+                    .into());
+                };
+                let mut text = arrow::array::StringBuilder::new();
+                for r in 0..b.num_rows() {
+                    text.append_option(calls.take(docs.value(r), turns.value(r))?);
+                }
+                let mut fields = Vec::with_capacity(columns.len() + 1);
+                let mut arrays: Vec<arrow::array::ArrayRef> = Vec::with_capacity(columns.len() + 1);
+                for c in columns {
+                    let i = b
+                        .schema()
+                        .index_of(c)
+                        .map_err(|_| StoreError::Internal(format!("store column {c} missing")))?;
+                    fields.push(b.schema().field(i).clone());
+                    arrays.push(b.column(i).clone());
+                }
+                fields.push(arrow::datatypes::Field::new(
+                    "call_output_text",
+                    DataType::Utf8,
+                    true,
+                ));
+                arrays.push(Arc::new(text.finish()));
+                let out =
+                    RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), arrays)
+                        .map_err(|e| StoreError::Internal(e.to_string()))?;
+                each(out)
+            },
+        )
     }
 
     /// Whole rows of table `t`, pulled one at a time through a bounded
@@ -518,7 +545,7 @@ impl Batches<'_> {
                 continue;
             }
             let mut out = self.reader.resolve_objects(vec![b])?;
-            return Ok(out.pop());
+            return out.pop().map(as_text).transpose();
         }
     }
 
@@ -736,6 +763,40 @@ fn with_views(
         &arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
     )
     .map_err(|e| StoreError::Internal(e.to_string()))
+}
+
+/// How a scan hands on text views a store keeps as bytes.
+#[derive(Clone, Copy)]
+enum Views {
+    /// Checked, as text.
+    Text,
+    /// As stored.
+    Bytes,
+}
+
+/// `b` with the text views a store keeps as bytes checked into text: the
+/// only `Binary` columns of the stored tables.
+fn as_text(b: RecordBatch) -> Result<RecordBatch, StoreError> {
+    let schema = b.schema();
+    if !schema
+        .fields()
+        .iter()
+        .any(|f| f.data_type() == &DataType::Binary)
+    {
+        return Ok(b);
+    }
+    let text = arrow::datatypes::Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| match f.data_type() {
+                DataType::Binary => f.as_ref().clone().with_data_type(DataType::Utf8),
+                _ => f.as_ref().clone(),
+            })
+            .collect::<Vec<_>>(),
+    );
+    crate::table::checked_batch(b, &Arc::new(text))
+        .map_err(|e| StoreError::Corrupt(format!("a text view is not UTF-8: {e}")))
 }
 
 fn rows(batches: &[RecordBatch]) -> impl Iterator<Item = Row<'_>> {

@@ -27,6 +27,14 @@ pub fn dir_name(t: Table) -> &'static str {
 /// not; their readers compute the views from the raw JSON columns.
 pub const VIEWS_STORED_FROM: u64 = 3;
 
+/// The first store layout that keeps the text views as bytes (Arrow
+/// `Binary`) rather than text: Lance checks every byte of a text column
+/// it reads for UTF-8, and a `LIKE` over tool output reads far more rows
+/// than it keeps. Readers check the bytes of the rows they hand on
+/// ([`crate::table::checked_text`]); SQL checks only the rows its scan
+/// filter keeps.
+pub const VIEWS_AS_BYTES_FROM: u64 = 4;
+
 /// Indexes into the logical table's columns that documents are rebuilt
 /// from: all but `source_path` (a store is one Source) and the derived text
 /// views (decoded copies of other columns).
@@ -68,7 +76,8 @@ pub fn is_text_view(metadata: &std::collections::HashMap<String, String>) -> boo
 
 /// The stored schema of a table in a store of `layout`.
 ///
-/// The derived text views are kept uncompressed. They exist to be scanned
+/// The derived text views are kept uncompressed, and from layout
+/// [`VIEWS_AS_BYTES_FROM`] as bytes. They exist to be scanned
 /// (`LIKE`, the full-text index build), and Lance's default for text,
 /// FSST, costs four times as long to decode as a plain copy (it zeroes and
 /// fills a buffer eight times the compressed bytes per page). On the
@@ -95,7 +104,12 @@ pub fn table_schema(t: Table, layout: u64) -> SchemaRef {
         stored_columns(t, layout)
             .into_iter()
             .map(|i| {
-                let f = Field::new(cols[i].name, cols[i].ty.arrow(), cols[i].nullable);
+                let ty = if cols[i].derived.is_some() && layout >= VIEWS_AS_BYTES_FROM {
+                    DataType::Binary
+                } else {
+                    cols[i].ty.arrow()
+                };
+                let f = Field::new(cols[i].name, ty, cols[i].nullable);
                 let how: &[(&str, &str)] = if cols[i].derived.is_some() {
                     &[UNCOMPRESSED]
                 } else if cols[i].ty == ColType::Json {

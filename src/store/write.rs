@@ -5,8 +5,11 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use arrow::array::{ArrayRef, AsArray, BinaryArray};
+use arrow::datatypes::DataType;
 use lance::dataset::optimize::{compact_files, CompactionOptions};
 use lance::index::DatasetIndexExt as _;
 use lance_index::scalar::ScalarIndexParams;
@@ -279,12 +282,22 @@ impl StoreWriter {
             self.mirrors.check(STORE_TABLES[i].name(), &batch);
             let batch = self.objects.offload(batch)?;
             // The table's own schema, whose field metadata tells Lance how
-            // to encode each column.
-            arrow::record_batch::RecordBatch::try_new(
-                self.schemas[i].clone(),
-                batch.columns().to_vec(),
-            )
-            .map_err(|e| StoreError::Internal(e.to_string()))?
+            // to encode each column, and whose text views are bytes (the
+            // same buffers, uncopied).
+            let schema = &self.schemas[i];
+            let columns = batch
+                .columns()
+                .iter()
+                .zip(schema.fields())
+                .map(|(c, f)| match (c.data_type(), f.data_type()) {
+                    (DataType::Utf8, DataType::Binary) => {
+                        Arc::new(BinaryArray::from(c.as_string::<i32>().clone())) as ArrayRef
+                    }
+                    _ => c.clone(),
+                })
+                .collect();
+            arrow::record_batch::RecordBatch::try_new(schema.clone(), columns)
+                .map_err(|e| StoreError::Internal(e.to_string()))?
         } else {
             batch
         };
@@ -474,7 +487,7 @@ pub fn maintain(root: &Path, options: &MaintainOptions) -> Result<MaintainReport
                 let cols: Vec<String> = table_schema(t, c.schema_version)
                     .fields()
                     .iter()
-                    .filter(|f| f.data_type() == &arrow::datatypes::DataType::Utf8)
+                    .filter(|f| matches!(f.data_type(), DataType::Utf8 | DataType::Binary))
                     .map(|f| f.name().clone())
                     .collect();
                 let cols: Vec<&str> = cols.iter().map(String::as_str).collect();
@@ -806,21 +819,61 @@ mod tests {
     #[test]
     fn text_views_are_stored_and_an_older_layout_computes_the_same() {
         let dir = tempfile::tempdir().unwrap();
-        let (new, old) = (dir.path().join("v3"), dir.path().join("v2"));
-        let r3 = write(&new, STORE_SCHEMA_VERSION);
+        let (new, text, old) = (
+            dir.path().join("v4"),
+            dir.path().join("v3"),
+            dir.path().join("v2"),
+        );
+        let r4 = write(&new, STORE_SCHEMA_VERSION);
+        let r3 = write(&text, 3);
         let r2 = write(&old, 2);
         // Terminal output, decoded: escaped newlines are newlines again.
-        let obs = texts(&r3, Table::Steps, "observation_text");
+        let obs = texts(&r4, Table::Steps, "observation_text");
         assert!(obs.iter().flatten().any(|s| s.contains('\n')));
         for (t, col) in [
             (Table::Steps, "observation_text"),
             (Table::ToolCalls, "results_text"),
         ] {
-            assert!(stored_names(&new, t).iter().any(|n| n == col), "{col}");
             assert!(!stored_names(&old, t).iter().any(|n| n == col), "{col}");
-            let (a, b) = (texts(&r3, t, col), texts(&r2, t, col));
-            assert_eq!(a, b, "{col}");
+            // Kept as bytes from layout 4, as text in layout 3; read as
+            // text from either.
+            assert_eq!(stored_type(&new, t, col), DataType::Binary, "{col}");
+            assert_eq!(stored_type(&text, t, col), DataType::Utf8, "{col}");
+            let a = texts(&r4, t, col);
+            assert_eq!(a, texts(&r3, t, col), "{col}");
+            assert_eq!(a, texts(&r2, t, col), "{col}");
             assert!(a.iter().flatten().any(|s| !s.is_empty()), "{col}: text");
+            // As stored, for a reader that checks what it keeps.
+            let mut bytes = Vec::new();
+            r4.scan_bytes_where(t, &[col], None, |b| -> Result<(), StoreError> {
+                let c = b.column(0).as_binary::<i32>();
+                bytes.extend(c.iter().map(|v| v.map(<[u8]>::to_vec)));
+                Ok(())
+            })
+            .unwrap();
+            let want: Vec<_> = a
+                .iter()
+                .map(|v| v.clone().map(String::into_bytes))
+                .collect();
+            assert_eq!(bytes, want, "{col}");
         }
+    }
+
+    fn stored_type(root: &Path, t: Table, col: &str) -> DataType {
+        let c = StorylineLanceStore::open(root)
+            .unwrap()
+            .current()
+            .committed
+            .clone()
+            .unwrap();
+        let v = match t {
+            Table::Steps => c.steps_version,
+            _ => c.tool_calls_version,
+        };
+        let path = table_path(root, &c.table_generation, t);
+        let ds = runtime()
+            .block_on(super::super::lance_io::open_at(&path, v))
+            .unwrap();
+        ds.schema().field(col).unwrap().data_type()
     }
 }

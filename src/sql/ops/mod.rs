@@ -15,6 +15,7 @@ pub mod limit;
 pub mod merge;
 pub mod project;
 pub mod scan;
+pub mod scan_bytes;
 pub mod sort;
 pub mod union;
 pub mod values;

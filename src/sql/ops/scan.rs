@@ -20,6 +20,7 @@ use super::super::expr::{cast_array, eval, eval_predicate};
 use super::super::logical::{AggCall, Expr};
 use super::super::SqlError;
 use super::aggregate::Grouper;
+use super::scan_bytes::BytesFilter;
 use super::Operator;
 
 /// Rows per batch handed on by a scan.
@@ -87,12 +88,16 @@ impl ScanOp {
             };
             let computed = work.computed_schema(&read);
             let output = work.output_schema(&computed);
+            let bytes = BytesFilter::new(filter.as_ref());
             let post = |b: RecordBatch| -> Result<RecordBatch, SqlError> {
                 crate::util::stats::add(
                     crate::util::stats::Counter::RowsScanned,
                     b.num_rows() as u64,
                 );
-                let b = match (&filter, &needed) {
+                let settled = bytes.settle(&b, &read, needed.as_deref())?;
+                let filter = bytes.remaining(settled.is_some());
+                let b = settled.unwrap_or(b);
+                let b = match (filter, &needed) {
                     (Some(f), None) => filter_record_batch(&b, &eval_predicate(f, &b)?)?,
                     (Some(f), Some(n)) => kept(&b, Some(&eval_predicate(f, &b)?), n, &read)?,
                     (None, Some(n)) => kept(&b, None, n, &read)?,

@@ -174,6 +174,78 @@ fn query_results_are_the_same_in_place_and_imported() {
     );
 }
 
+/// Tool output searched with `LIKE` in a store, where it is kept as bytes
+/// and checked as text only in the rows kept, gives what the files give:
+/// searches on the bytes (contains, starts, ends, NOT), patterns that need
+/// text (`_`, ILIKE), a search beside other conditions, a cell large
+/// enough to be stored as an object, and the text itself as output.
+#[test]
+fn like_over_tool_output_is_the_same_in_place_and_imported() {
+    let env = TestEnv::new();
+    let fixture = crate::support::root()
+        .join("tests/fixtures/harbor/terminus_2_hello-world-timeout.trajectory.json");
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture).unwrap()).unwrap();
+    // Past the store's 64 KiB inline limit, the match at its very end.
+    let big = format!(
+        "{}\n\u{1b}[31mERROR\u{1b}[0m: 请求超时 (timeout after 30s)\n",
+        "$ pytest -q\n.......F..\n".repeat(6000)
+    );
+    let outputs = [
+        big.as_str(),
+        "Traceback (most recent call last):\n  File \"app.py\", line 3\nTimeoutError: 连接超时",
+        "{\"status\": \"ok\", \"rows\": 3}",
+        "a_b literally",
+    ];
+    let steps = doc["steps"].as_array_mut().unwrap();
+    let last = steps.last().unwrap()["step_id"].as_i64().unwrap();
+    for (k, out) in outputs.iter().enumerate() {
+        steps.push(serde_json::json!({
+            "step_id": last + 1 + k as i64,
+            "source": "agent",
+            "message": format!("run {k}"),
+            "tool_calls": [{"tool_call_id": format!("c{k}"), "function_name": "bash", "arguments": {"cmd": "pytest"}}],
+            "observation": {"results": [{"source_call_id": format!("c{k}"), "content": out}]},
+        }));
+    }
+    let dir = env.path().join("files");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("run.json"), serde_json::to_vec(&doc).unwrap()).unwrap();
+    import(&env, &dir, "s1");
+    let csv = |from: &str, sql: &str| {
+        let o = env.succeed(&["query", from, sql, "--format", "csv"]);
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let count = "SELECT count(*) FROM steps WHERE";
+    for (sql, want) in [
+        (format!("{count} observation_text LIKE '%超时%'"), "2"),
+        (format!("{count} observation_text LIKE '%请求超时 (timeout%'"), "1"),
+        (format!("{count} observation_text LIKE 'Traceback%'"), "1"),
+        (format!("{count} observation_text LIKE '%连接超时'"), "1"),
+        (format!("{count} observation_text LIKE 'a_b literally'"), "1"),
+        (format!("{count} observation_text NOT LIKE '%超时%'"), ""),
+        (format!("{count} observation_text LIKE '%超_%'"), "2"),
+        (format!("{count} observation_text ILIKE '%TRACEBACK%'"), "1"),
+        (format!("{count} observation_text LIKE '%超时%' AND step_id > {}", last + 1), "1"),
+        (format!("{count} observation_text LIKE '%超时%' OR message_value LIKE 'run 2'"), "3"),
+        (
+            "SELECT step_id, length(observation_text) AS n, substr(observation_text, length(observation_text) - 20) AS tail \
+             FROM steps WHERE observation_text LIKE '%超时%' ORDER BY step_id".to_string(),
+            "",
+        ),
+        (
+            "SELECT count(*), sum(length(results_text)) FROM tool_calls WHERE results_text LIKE '%超时%'".to_string(),
+            "",
+        ),
+    ] {
+        let (a, b) = (csv(dir.to_str().unwrap(), &sql), csv("s1", &sql));
+        assert_eq!(a, b, "{sql}");
+        if !want.is_empty() {
+            assert_eq!(a.lines().nth(1), Some(want), "{sql}: {a}");
+        }
+    }
+}
+
 #[test]
 fn refusals_have_codes() {
     let env = TestEnv::new();
