@@ -11,7 +11,6 @@
 //! table opened once.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 
 use arrow::array::AsArray;
 use futures::StreamExt as _;
@@ -133,7 +132,7 @@ impl ObjectReader {
     pub async fn fetch(
         &self,
         ids: &HashSet<String>,
-    ) -> Result<HashMap<String, Arc<str>>, StoreError> {
+    ) -> Result<HashMap<String, arrow::buffer::Buffer>, StoreError> {
         let Some(rows) = &self.rows else {
             return self.fetch_filtered(ids).await;
         };
@@ -163,7 +162,7 @@ impl ObjectReader {
     async fn fetch_filtered(
         &self,
         ids: &HashSet<String>,
-    ) -> Result<HashMap<String, Arc<str>>, StoreError> {
+    ) -> Result<HashMap<String, arrow::buffer::Buffer>, StoreError> {
         let mut ids: Vec<&str> = ids.iter().map(String::as_str).collect();
         ids.sort_unstable();
         let mut out = HashMap::with_capacity(ids.len());
@@ -200,6 +199,7 @@ mod tests {
     use arrow::array::{Array, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
     use arrow::record_batch::RecordBatch;
+    use std::sync::Arc;
 
     #[test]
     fn ids_are_read_as_their_hash_bytes() {

@@ -14,6 +14,7 @@ use arrow::array::{
     Array, ArrayBuilder, ArrayRef, AsArray, GenericByteArray, GenericByteBuilder, Int64Array,
     LargeBinaryBuilder, StringBuilder,
 };
+use arrow::buffer::Buffer;
 use arrow::datatypes::{ByteArrayType, DataType};
 use arrow::record_batch::RecordBatch;
 
@@ -193,7 +194,7 @@ pub fn referenced_ids(batches: &[RecordBatch]) -> HashSet<String> {
 /// their hash and length).
 pub fn resolve(
     batches: Vec<RecordBatch>,
-    objects: &HashMap<String, Arc<str>>,
+    objects: &HashMap<String, Buffer>,
 ) -> Result<Vec<RecordBatch>, StoreError> {
     batches
         .into_iter()
@@ -202,8 +203,12 @@ pub fn resolve(
             let mut cols: Vec<ArrayRef> = Vec::with_capacity(b.num_columns());
             for col in b.columns() {
                 let resolved = match col.data_type() {
-                    DataType::Utf8 => resolve_column(col.as_string::<i32>(), objects)?,
-                    DataType::Binary => resolve_column(col.as_binary::<i32>(), objects)?,
+                    DataType::Utf8 => resolve_column(col.as_string::<i32>(), objects, |b| {
+                        std::str::from_utf8(b).ok()
+                    })?,
+                    DataType::Binary => {
+                        resolve_column(col.as_binary::<i32>(), objects, |b| Some(b))?
+                    }
                     _ => None,
                 };
                 changed |= resolved.is_some();
@@ -219,15 +224,17 @@ pub fn resolve(
         .collect()
 }
 
-/// `s` with its descriptors replaced, or `None` when it has none.
+/// `s` with its descriptors replaced, or `None` when it has none. An
+/// object's bytes are a value of the column's type as `native` reads them
+/// (text is checked here, as objects are kept as bytes).
 fn resolve_column<T>(
     s: &GenericByteArray<T>,
-    objects: &HashMap<String, Arc<str>>,
+    objects: &HashMap<String, Buffer>,
+    native: for<'a> fn(&'a [u8]) -> Option<&'a T::Native>,
 ) -> Result<Option<ArrayRef>, StoreError>
 where
     T: ByteArrayType<Offset = i32>,
-    T::Native: AsRef<[u8]>,
-    str: AsRef<T::Native>,
+    T::Native: AsRef<[u8]> + AsRef<T::Native>,
 {
     fn bytes<N: AsRef<[u8]> + ?Sized>(v: &N) -> &[u8] {
         v.as_ref()
@@ -253,21 +260,25 @@ where
             continue;
         };
         let (id, len) = d?;
-        let text = objects
+        let object = objects
             .get(id)
             .ok_or_else(|| StoreError::Corrupt(format!("object {id} is missing")))?;
-        if text.len() != len {
+        if object.len() != len {
             return Err(StoreError::Corrupt(format!(
                 "object {id} has the wrong length"
             )));
         }
-        out.append_value(&**text);
+        let value = native(object)
+            .ok_or_else(|| StoreError::Corrupt(format!("object {id} is not UTF-8")))?;
+        out.append_value(value);
     }
     Ok(Some(Arc::new(out.finish())))
 }
 
-/// Turn rows of the objects table into a map, verifying every hash.
-pub fn load_objects(batches: &[RecordBatch]) -> Result<HashMap<String, Arc<str>>, StoreError> {
+/// Turn rows of the objects table into a map, verifying every hash. The
+/// payloads stay bytes, in the buffers they were read into: they are
+/// checked as text where they resolve a text column.
+pub fn load_objects(batches: &[RecordBatch]) -> Result<HashMap<String, Buffer>, StoreError> {
     let mut out = HashMap::new();
     for b in batches {
         let column = |name: &str| {
@@ -284,9 +295,12 @@ pub fn load_objects(batches: &[RecordBatch]) -> Result<HashMap<String, Arc<str>>
                     "object {id} does not match its hash"
                 )));
             }
-            let text = std::str::from_utf8(bytes)
-                .map_err(|_| StoreError::Corrupt(format!("object {id} is not UTF-8")))?;
-            out.insert(id.to_string(), Arc::from(text));
+            let (start, end) = (payload.value_offsets()[i], payload.value_offsets()[i + 1]);
+            let at = |o: i64| usize::try_from(o).unwrap_or(0);
+            let object = payload
+                .values()
+                .slice_with_length(at(start), at(end - start));
+            out.insert(id.to_string(), object);
         }
     }
     Ok(out)
@@ -382,5 +396,30 @@ mod tests {
         );
         let e = resolve(vec![bad], &objects).unwrap_err();
         assert!(matches!(e, StoreError::Corrupt(_)), "{e}");
+    }
+
+    /// Objects are kept as bytes: one that is not UTF-8 resolves text kept
+    /// as bytes, and is an error where it would be text.
+    #[test]
+    fn an_object_is_checked_as_text_only_where_it_becomes_text() {
+        let bytes = vec![0xff_u8; 10];
+        let id = blake3::hash(&bytes).to_hex().to_string();
+        let objects = HashMap::from([(id.clone(), Buffer::from_vec(bytes.clone()))]);
+        let cell = descriptor(&id, bytes.len());
+        let batch = |ty: DataType| {
+            let col: ArrayRef = match ty {
+                DataType::Utf8 => Arc::new(StringArray::from(vec![cell.as_str()])),
+                _ => Arc::new(arrow::array::BinaryArray::from(vec![cell.as_bytes()])),
+            };
+            RecordBatch::try_new(
+                Arc::new(Schema::new(vec![Field::new("t", ty, true)])),
+                vec![col],
+            )
+            .unwrap()
+        };
+        let back = resolve(vec![batch(DataType::Binary)], &objects).unwrap();
+        assert_eq!(back[0].column(0).as_binary::<i32>().value(0), &bytes[..]);
+        let e = resolve(vec![batch(DataType::Utf8)], &objects).unwrap_err();
+        assert!(e.to_string().contains("not UTF-8"), "{e}");
     }
 }
