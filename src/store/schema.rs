@@ -74,6 +74,14 @@ pub fn is_text_view(metadata: &std::collections::HashMap<String, String>) -> boo
     metadata.get(k).is_some_and(|m| m == v)
 }
 
+/// True for the Lance field metadata of a column whose values are long:
+/// a text view, or JSON (as new stores lay it out). A batch of 8,192 of
+/// them is megabytes, where other columns hold a few bytes a row.
+pub fn is_wide(metadata: &std::collections::HashMap<String, String>) -> bool {
+    let (k, v) = MINI_BLOCKS;
+    is_text_view(metadata) || metadata.get(k).is_some_and(|m| m == v)
+}
+
 /// The stored schema of a table in a store of `layout`.
 ///
 /// The derived text views are kept uncompressed, and from layout
