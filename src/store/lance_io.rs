@@ -375,7 +375,8 @@ struct Read {
 
 /// Rows per batch of a column read of long values (see [`scan_stream`]):
 /// a JSON filter over the 1M-step benchmark store held 30–31 MiB of
-/// memory with it against 43–45 with Lance's 8,192, at the same speed.
+/// memory with it against 43–45 with Lance's 8,192, in about the same time
+/// (the batches cost it a tenth more CPU; docs/benchmarks.md).
 const WIDE_BATCH_ROWS: usize = 2048;
 
 /// A scan of `columns` (of one data file when `file` is given) in storage
