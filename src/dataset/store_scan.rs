@@ -151,7 +151,7 @@ fn scan_table(
     let mut paths = SourcePaths::new(&s.source_path);
     // Batches are filtered as they arrive (Lance decodes the next ones
     // meanwhile), so only rows that pass are kept.
-    let each = |b: RecordBatch| -> Result<(), ScanError> {
+    let assemble = |b: RecordBatch| -> Result<(), ScanError> {
         let n = b.num_rows();
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
         let column = |name: &str| {
@@ -178,9 +178,9 @@ fn scan_table(
     // For SQL, text views kept as bytes stay so: the engine checks the rows
     // its filter keeps (`DataLayer::scan`).
     if scan.bytes {
-        reader.scan_bytes_where(phys, &stored, scan.store_filter, each)
+        reader.scan_bytes_where(phys, &stored, scan.store_filter, assemble)
     } else {
-        reader.scan_each_where(phys, &stored, scan.store_filter, each)
+        reader.scan_each_where(phys, &stored, scan.store_filter, assemble)
     }
 }
 

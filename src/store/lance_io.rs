@@ -279,7 +279,8 @@ const FILES_AT_ONCE: usize = 2;
 /// see [`ROWS_PER_FILE`]).
 ///
 /// Otherwise a column read for SQL, in batches of [`WIDE_BATCH_ROWS`]
-/// when a column holds long values (text views, JSON) and of Lance's
+/// when a column holds long values (text views, and JSON in the mini-blocks
+/// new tables lay it out in: `schema::is_wide`) and of Lance's
 /// 8,192 rows otherwise. Lance opens four files ahead, which
 /// narrow reads keep (two benchmark aggregates took 52 and 56 ms with it,
 /// 59 and 66 ms with one file at a time). When it reads a long-text view (the

@@ -128,7 +128,7 @@ impl ObjectReader {
         })
     }
 
-    /// The text of each object in `ids`, verified against its hash.
+    /// The bytes of each object in `ids`, verified against its hash.
     pub async fn fetch(
         &self,
         ids: &HashSet<String>,

@@ -777,25 +777,7 @@ enum Views {
 /// `b` with the text views a store keeps as bytes checked into text: the
 /// only `Binary` columns of the stored tables.
 fn as_text(b: RecordBatch) -> Result<RecordBatch, StoreError> {
-    let schema = b.schema();
-    if !schema
-        .fields()
-        .iter()
-        .any(|f| f.data_type() == &DataType::Binary)
-    {
-        return Ok(b);
-    }
-    let text = arrow::datatypes::Schema::new(
-        schema
-            .fields()
-            .iter()
-            .map(|f| match f.data_type() {
-                DataType::Binary => f.as_ref().clone().with_data_type(DataType::Utf8),
-                _ => f.as_ref().clone(),
-            })
-            .collect::<Vec<_>>(),
-    );
-    crate::table::checked_batch(b, &Arc::new(text))
+    crate::table::all_checked(b)
         .map_err(|e| StoreError::Corrupt(format!("a text view is not UTF-8: {e}")))
 }
 

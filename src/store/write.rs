@@ -859,6 +859,31 @@ mod tests {
         }
     }
 
+    /// Collecting unused objects keeps those that only a text view kept
+    /// as bytes names: tool output past the inline limit is an object as
+    /// raw JSON and another as text.
+    #[test]
+    fn collection_keeps_the_objects_of_text_kept_as_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("s");
+        let mut w = StoreWriter::create(&root).unwrap();
+        let mut doc = harbor_docs().remove(0);
+        let big = "FAILED tests/test_api.py::test_timeout - 请求超时\n".repeat(2_000);
+        assert!(big.len() > crate::store::OBJECT_INLINE_LIMIT);
+        let t = doc.turns.len() - 1;
+        doc.turns[t].observation = Some(serde_json::json!({"results": [{"content": big}]}));
+        w.push(doc).unwrap();
+        let written = w.finish().unwrap();
+        assert!(written.objects >= 2, "{written:?}");
+        let mut store = StorylineLanceStore::open(&root).unwrap();
+        store
+            .maintain(&crate::store::MaintainOptions::default())
+            .unwrap();
+        let r = StorylineLanceStore::open(&root).unwrap().reader().unwrap();
+        let obs = texts(&r, Table::Steps, "observation_text");
+        assert!(obs.iter().flatten().any(|o| o.contains(&big)));
+    }
+
     fn stored_type(root: &Path, t: Table, col: &str) -> DataType {
         let c = StorylineLanceStore::open(root)
             .unwrap()

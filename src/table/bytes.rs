@@ -56,6 +56,33 @@ pub fn checked_batch(
     RecordBatch::try_new_with_options(schema.clone(), columns, &opts)
 }
 
+/// `b` with every `Binary` column checked into text; `b` itself when it
+/// has none.
+///
+/// # Errors
+/// When a row of such a column is not UTF-8.
+pub fn all_checked(b: RecordBatch) -> Result<RecordBatch, ArrowError> {
+    let schema = b.schema();
+    if !schema
+        .fields()
+        .iter()
+        .any(|f| f.data_type() == &DataType::Binary)
+    {
+        return Ok(b);
+    }
+    let text = arrow::datatypes::Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| match f.data_type() {
+                DataType::Binary => f.as_ref().clone().with_data_type(DataType::Utf8),
+                _ => f.as_ref().clone(),
+            })
+            .collect::<Vec<_>>(),
+    );
+    checked_batch(b, &Arc::new(text))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,7 @@ mod runs;
 
 pub use crate::formats::text::result_link;
 pub use builder::{Cell, TableBuilder};
-pub use bytes::{checked_batch, checked_text};
+pub use bytes::{all_checked, checked_batch, checked_text};
 pub(crate) use columns::RUN_INPUTS;
 pub use columns::{ColType, Column, Derived, Table};
 pub(crate) use derive::{call_output_of, step_call_output};

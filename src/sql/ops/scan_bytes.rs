@@ -50,7 +50,9 @@ enum Search {
 
 impl Search {
     /// The search `pattern` is, when `%` appears only at its ends and `_`
-    /// nowhere (SQL `LIKE` has no escape character unless one is given).
+    /// nowhere. SQL `LIKE` here has no escape character (`ESCAPE` is
+    /// refused when the query is bound; were it ever taken, this would need
+    /// to learn it).
     fn of(pattern: &str) -> Option<Search> {
         if pattern.contains('_') {
             return None;

@@ -223,7 +223,7 @@ fn like_over_tool_output_is_the_same_in_place_and_imported() {
         (format!("{count} observation_text LIKE 'Traceback%'"), "1"),
         (format!("{count} observation_text LIKE '%连接超时'"), "1"),
         (format!("{count} observation_text LIKE 'a_b literally'"), "1"),
-        (format!("{count} observation_text NOT LIKE '%超时%'"), ""),
+        (format!("{count} observation_text NOT LIKE '%超时%'"), "+"),
         (format!("{count} observation_text LIKE '%超_%'"), "2"),
         (format!("{count} observation_text ILIKE '%TRACEBACK%'"), "1"),
         (format!("{count} observation_text LIKE '%超时%' AND step_id > {}", last + 1), "1"),
@@ -240,8 +240,12 @@ fn like_over_tool_output_is_the_same_in_place_and_imported() {
     ] {
         let (a, b) = (csv(dir.to_str().unwrap(), &sql), csv("s1", &sql));
         assert_eq!(a, b, "{sql}");
-        if !want.is_empty() {
-            assert_eq!(a.lines().nth(1), Some(want), "{sql}: {a}");
+        let first = a.lines().nth(1);
+        match want {
+            "" => {}
+            // Some rows, however many the fixture has.
+            "+" => assert!(first.and_then(|n| n.parse::<u64>().ok()) > Some(0), "{sql}: {a}"),
+            _ => assert_eq!(first, Some(want), "{sql}: {a}"),
         }
     }
 }
