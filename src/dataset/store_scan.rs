@@ -285,3 +285,70 @@ impl From<crate::store::StoreError> for SqlError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::Mounts;
+    use crate::formats::{decode_bytes, DecodeCtx, DecodeOptions};
+    use crate::sql::DataLayer;
+    use crate::table::Table;
+    use arrow::datatypes::DataType;
+    use arrow::record_batch::RecordBatch;
+    use std::path::Path;
+
+    /// SQL's scans of a store of layout 4 get the text views as the bytes
+    /// they are stored as (its filter checks what it keeps); every other
+    /// reader gets text.
+    #[test]
+    fn sql_scans_get_text_views_as_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("s");
+        let mut w = crate::store::StoreWriter::create(&root).unwrap();
+        let f = "terminus_2_hello-world-timeout.trajectory.json";
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/harbor");
+        let bytes = std::fs::read(path.join(f)).unwrap();
+        let mut ctx = DecodeCtx::new(f);
+        decode_bytes(&bytes, DecodeOptions::full(1 << 30), &mut ctx, &mut |d| {
+            w.push(d).unwrap();
+        })
+        .unwrap();
+        w.finish().unwrap();
+        let uri = crate::catalog::DatasetUri::parse(root.to_str().unwrap(), dir.path()).unwrap();
+        let specs = [("dataset".to_string(), uri)];
+        let mounts = Mounts::open(
+            &specs,
+            crate::catalog::DiscoveryLimits::default(),
+            false,
+            1 << 30,
+        )
+        .unwrap();
+        let col = Table::Steps.index_of("observation_text").unwrap();
+        let seen = std::sync::Mutex::new(Vec::new());
+        let post = |b: RecordBatch| {
+            seen.lock().unwrap().push(b.column(0).data_type().clone());
+            Ok(b)
+        };
+        mounts
+            .scan("dataset", "steps", &[col], &post, &mut |_| Ok(()), &|| {
+                Ok(())
+            })
+            .unwrap();
+        let seen = seen.into_inner().unwrap();
+        assert!(!seen.is_empty());
+        assert!(seen.iter().all(|t| t == &DataType::Binary), "{seen:?}");
+        let text = mounts
+            .scan_sources(
+                "dataset",
+                Table::Steps,
+                &["observation_text"],
+                &|_| true,
+                &Ok,
+                &|| Ok(()),
+            )
+            .unwrap();
+        assert!(text
+            .iter()
+            .all(|b| b.column(0).data_type() == &DataType::Utf8));
+        assert!(text.iter().map(RecordBatch::num_rows).sum::<usize>() > 0);
+    }
+}
