@@ -177,11 +177,12 @@ fn scan_table(
     };
     // For SQL, text views kept as bytes stay so: the engine checks the rows
     // its filter keeps (`DataLayer::scan`).
-    if scan.bytes {
-        reader.scan_bytes_where(phys, &stored, scan.store_filter, assemble)
+    let views = if scan.bytes {
+        crate::store::Views::Bytes
     } else {
-        reader.scan_each_where(phys, &stored, scan.store_filter, assemble)
-    }
+        crate::store::Views::Text
+    };
+    reader.scan_views_where(phys, &stored, scan.store_filter, views, assemble)
 }
 
 /// `schema` with the type of each of `arrays` where it differs: the text

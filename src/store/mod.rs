@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 
 pub use current::{Committed, Current};
 pub use objects::{is_descriptor, OBJECT_INLINE_LIMIT};
-pub use read::{StoreReader, Tally};
+pub use read::{StoreReader, Tally, Views};
 pub use write::{StoreWriter, WriteSummary};
 
 /// Store errors.

@@ -211,21 +211,22 @@ impl StoreReader {
         filter: Option<&str>,
         each: impl FnMut(RecordBatch) -> Result<(), E>,
     ) -> Result<(), E> {
-        self.scan_rows(t, columns, filter, None, Views::Text, each)
+        self.scan_views_where(t, columns, filter, Views::Text, each)
     }
 
     /// Like [`StoreReader::scan_each_where`], with the text views of a
-    /// store that keeps them as bytes handed on as they are stored
-    /// (`Binary`, not checked as UTF-8): for a reader that keeps few of
-    /// the rows it reads and checks those ([`crate::table::checked_text`]).
-    pub fn scan_bytes_where<E: From<StoreError>>(
+    /// store that keeps them as bytes handed on as `views` says:
+    /// [`Views::Bytes`] for a reader that keeps few of the rows it reads
+    /// and checks those ([`crate::table::checked_text`]).
+    pub fn scan_views_where<E: From<StoreError>>(
         &self,
         t: Table,
         columns: &[&str],
         filter: Option<&str>,
+        views: Views,
         each: impl FnMut(RecordBatch) -> Result<(), E>,
     ) -> Result<(), E> {
-        self.scan_rows(t, columns, filter, None, Views::Bytes, each)
+        self.scan_rows(t, columns, filter, None, views, each)
     }
 
     /// [`StoreReader::scan_each_where`] in batches of `rows` whole rows
@@ -766,8 +767,8 @@ fn with_views(
 }
 
 /// How a scan hands on text views a store keeps as bytes.
-#[derive(Clone, Copy)]
-enum Views {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Views {
     /// Checked, as text.
     Text,
     /// As stored.

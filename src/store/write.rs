@@ -757,21 +757,8 @@ mod tests {
     /// Each stored field's name, how Lance was asked to compress it and
     /// how to lay out its pages.
     fn stored_fields(root: &Path, t: Table) -> Vec<(String, Option<String>, Option<String>)> {
-        let c = StorylineLanceStore::open(root)
-            .unwrap()
-            .current()
-            .committed
-            .clone()
-            .unwrap();
-        let v = match t {
-            Table::Steps => c.steps_version,
-            _ => c.tool_calls_version,
-        };
-        let path = table_path(root, &c.table_generation, t);
-        let ds = runtime()
-            .block_on(super::super::lance_io::open_at(&path, v))
-            .unwrap();
-        ds.schema()
+        committed_table(root, t)
+            .schema()
             .fields
             .iter()
             .map(|f| {
@@ -845,11 +832,17 @@ mod tests {
             assert!(a.iter().flatten().any(|s| !s.is_empty()), "{col}: text");
             // As stored, for a reader that checks what it keeps.
             let mut bytes = Vec::new();
-            r4.scan_bytes_where(t, &[col], None, |b| -> Result<(), StoreError> {
-                let c = b.column(0).as_binary::<i32>();
-                bytes.extend(c.iter().map(|v| v.map(<[u8]>::to_vec)));
-                Ok(())
-            })
+            r4.scan_views_where(
+                t,
+                &[col],
+                None,
+                crate::store::Views::Bytes,
+                |b| -> Result<(), StoreError> {
+                    let c = b.column(0).as_binary::<i32>();
+                    bytes.extend(c.iter().map(|v| v.map(<[u8]>::to_vec)));
+                    Ok(())
+                },
+            )
             .unwrap();
             let want: Vec<_> = a
                 .iter()
@@ -885,6 +878,16 @@ mod tests {
     }
 
     fn stored_type(root: &Path, t: Table, col: &str) -> DataType {
+        committed_table(root, t)
+            .schema()
+            .field(col)
+            .unwrap()
+            .data_type()
+    }
+
+    /// The steps or tool-call table of the store at `root`, at the version
+    /// its snapshot pins.
+    fn committed_table(root: &Path, t: Table) -> lance::Dataset {
         let c = StorylineLanceStore::open(root)
             .unwrap()
             .current()
@@ -896,9 +899,8 @@ mod tests {
             _ => c.tool_calls_version,
         };
         let path = table_path(root, &c.table_generation, t);
-        let ds = runtime()
+        runtime()
             .block_on(super::super::lance_io::open_at(&path, v))
-            .unwrap();
-        ds.schema().field(col).unwrap().data_type()
+            .unwrap()
     }
 }
