@@ -15,8 +15,10 @@ use super::StoreError;
 /// `runs`. Version 3 keeps the decoded text views `observation_text` and
 /// `results_text`, which readers of a version 2 store compute. Version 4
 /// keeps those views as bytes, checked as text when read
-/// (`schema::VIEWS_AS_BYTES_FROM`).
-pub const STORE_SCHEMA_VERSION: u64 = 4;
+/// (`schema::VIEWS_AS_BYTES_FROM`). Version 5 keeps label columns (a
+/// step's source and model, a tool's name) as dictionaries, read back as
+/// text (`schema::LABELS_AS_DICTIONARY_FROM`).
+pub const STORE_SCHEMA_VERSION: u64 = 5;
 
 /// The oldest store layout version this build reads.
 pub const OLDEST_READ_SCHEMA_VERSION: u64 = 2;

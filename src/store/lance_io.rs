@@ -233,7 +233,7 @@ pub async fn scan(
     let mut stream = scanner.try_into_stream().await.map_err(lance_err)?;
     let mut out = Vec::new();
     while let Some(b) = stream.next().await {
-        out.push(b.map_err(lance_err)?);
+        out.push(as_read(b)?);
     }
     Ok(out)
 }
@@ -333,7 +333,7 @@ pub async fn scan_stream(
             .try_into_stream()
             .await
             .map_err(lance_err)?
-            .map(|b| b.map_err(lance_err))
+            .map(as_read)
             .boxed());
     }
     // Each file's scan runs ahead into a channel of one batch; the next
@@ -353,7 +353,7 @@ pub async fn scan_stream(
                     Err(e) => return drop(tx.send(Err(e)).await),
                 };
                 while let Some(b) = batches.next().await {
-                    let b = b.map_err(lance_err);
+                    let b = as_read(b);
                     // The consumer went away: stop reading.
                     if tx.send(b).await.is_err() {
                         return;
@@ -364,6 +364,12 @@ pub async fn scan_stream(
         }
     });
     Ok(each_file.buffered(FILES_AT_ONCE).flatten().boxed())
+}
+
+/// A batch as Lance read it, as every reader of a store gets it: labels
+/// kept as dictionaries are text again (`schema::labels_as_text`).
+fn as_read(b: Result<RecordBatch, lance::Error>) -> Result<RecordBatch, StoreError> {
+    super::schema::labels_as_text(b.map_err(lance_err)?).map_err(lance_err)
 }
 
 /// How a scan reads: rows per batch (Lance's default when `None`), and

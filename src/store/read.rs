@@ -182,6 +182,8 @@ impl StoreReader {
                     )
                     .map_err(|e| StoreError::Internal(e.to_string()))?,
             ));
+            let empty = super::schema::labels_as_text(empty)
+                .map_err(|e| StoreError::Internal(e.to_string()))?;
             return Ok(vec![as_text(with_views(t, columns, &empty, derive)?)?]);
         };
         let batches = runtime().block_on(scan(&p, v, &read, None))?;

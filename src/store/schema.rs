@@ -5,7 +5,11 @@
 
 use std::sync::Arc;
 
+use arrow::array::{ArrayRef, AsArray, BinaryArray};
+use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::error::ArrowError;
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
 use crate::table::{ColType, Table};
 
@@ -34,6 +38,96 @@ pub const VIEWS_STORED_FROM: u64 = 3;
 /// ([`crate::table::checked_text`]); SQL checks only the rows its scan
 /// filter keeps.
 pub const VIEWS_AS_BYTES_FROM: u64 = 4;
+
+/// The first store layout that keeps label columns ([`is_label`]) as
+/// Arrow dictionaries. Lance lays such a column out as a dictionary either
+/// way, but handed a text column it rebuilds every row's text from the
+/// dictionary one value at a time, which was a sixth of the CPU of a
+/// filter on `step_source` and `model_name` over the 1M-step benchmark
+/// store (docs/benchmarks.md). Read as a dictionary, a page is its keys
+/// and a few values; [`labels_as_text`] turns a batch into text in one
+/// vectorised pass.
+pub const LABELS_AS_DICTIONARY_FROM: u64 = 5;
+
+/// The type a store of [`LABELS_AS_DICTIONARY_FROM`] or later keeps a
+/// label column as.
+fn label_type() -> DataType {
+    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
+}
+
+/// True for a column of `t` whose values are labels: few distinct values
+/// (who produced a step, its kind, a model or tool name), repeated on
+/// every row.
+pub fn is_label(t: Table, column: &str) -> bool {
+    let labels: &[&str] = match t {
+        Table::Steps => &[
+            "step_source",
+            "kind",
+            "effective_kind",
+            "model_name",
+            "message_kind",
+        ],
+        Table::Documents => &[
+            "format",
+            "agent_name",
+            "agent_version",
+            "agent_model_name",
+            "model_name",
+            "schema_version",
+        ],
+        Table::ToolCalls => &["function_name", "status", "kind"],
+        Table::Runs | Table::Trajectories | Table::Judgments => &[],
+    };
+    labels.contains(&column)
+}
+
+/// `b` with its dictionary columns (the labels of a store of
+/// [`LABELS_AS_DICTIONARY_FROM`] or later) as text: every reader of a
+/// store sees labels as the text they were given, as from older stores.
+///
+/// # Errors
+/// Only if Arrow cannot rebuild the text, which a column read back as
+/// written never makes it do.
+pub fn labels_as_text(b: RecordBatch) -> Result<RecordBatch, ArrowError> {
+    let schema = b.schema();
+    if !schema
+        .fields()
+        .iter()
+        .any(|f| matches!(f.data_type(), DataType::Dictionary(..)))
+    {
+        return Ok(b);
+    }
+    let mut fields = Vec::with_capacity(schema.fields().len());
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for (f, c) in schema.fields().iter().zip(b.columns()) {
+        if let DataType::Dictionary(_, values) = f.data_type() {
+            columns.push(cast(c, values)?);
+            fields.push(f.as_ref().clone().with_data_type(values.as_ref().clone()));
+        } else {
+            columns.push(c.clone());
+            fields.push(f.as_ref().clone());
+        }
+    }
+    let opts = RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
+    RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &opts)
+}
+
+/// `c` in the type the table's `field` keeps it as: text views as bytes
+/// and labels as dictionaries, from the layouts that do so; anything
+/// else as given.
+///
+/// # Errors
+/// Only if Arrow cannot build the dictionary (more than 2^31 distinct
+/// labels in one batch).
+pub fn as_stored(c: &ArrayRef, field: &Field) -> Result<ArrayRef, ArrowError> {
+    Ok(match (c.data_type(), field.data_type()) {
+        (DataType::Utf8, DataType::Binary) => {
+            Arc::new(BinaryArray::from(c.as_string::<i32>().clone()))
+        }
+        (DataType::Utf8, to @ DataType::Dictionary(..)) => cast(c, to)?,
+        _ => c.clone(),
+    })
+}
 
 /// Indexes into the logical table's columns that documents are rebuilt
 /// from: all but `source_path` (a store is one Source) and the derived text
@@ -84,8 +178,9 @@ pub fn is_wide(metadata: &std::collections::HashMap<String, String>) -> bool {
 
 /// The stored schema of a table in a store of `layout`.
 ///
-/// The derived text views are kept uncompressed, and from layout
-/// [`VIEWS_AS_BYTES_FROM`] as bytes. They exist to be scanned
+/// Label columns are kept as dictionaries from layout
+/// [`LABELS_AS_DICTIONARY_FROM`]. The derived text views are kept
+/// uncompressed, and from layout [`VIEWS_AS_BYTES_FROM`] as bytes. They exist to be scanned
 /// (`LIKE`, the full-text index build), and Lance's default for text,
 /// FSST, costs four times as long to decode as a plain copy (it zeroes and
 /// fills a buffer eight times the compressed bytes per page). On the
@@ -114,6 +209,8 @@ pub fn table_schema(t: Table, layout: u64) -> SchemaRef {
             .map(|i| {
                 let ty = if cols[i].derived.is_some() && layout >= VIEWS_AS_BYTES_FROM {
                     DataType::Binary
+                } else if layout >= LABELS_AS_DICTIONARY_FROM && is_label(t, cols[i].name) {
+                    label_type()
                 } else {
                     cols[i].ty.arrow()
                 };

@@ -5,10 +5,8 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, SyncSender};
-use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use arrow::array::{ArrayRef, AsArray, BinaryArray};
 use arrow::datatypes::DataType;
 use lance::dataset::optimize::{compact_files, CompactionOptions};
 use lance::index::DatasetIndexExt as _;
@@ -282,20 +280,16 @@ impl StoreWriter {
             self.mirrors.check(STORE_TABLES[i].name(), &batch);
             let batch = self.objects.offload(batch)?;
             // The table's own schema, whose field metadata tells Lance how
-            // to encode each column, and whose text views are bytes (the
-            // same buffers, uncopied).
+            // to encode each column, whose text views are bytes (the same
+            // buffers, uncopied) and whose labels are dictionaries.
             let schema = &self.schemas[i];
             let columns = batch
                 .columns()
                 .iter()
                 .zip(schema.fields())
-                .map(|(c, f)| match (c.data_type(), f.data_type()) {
-                    (DataType::Utf8, DataType::Binary) => {
-                        Arc::new(BinaryArray::from(c.as_string::<i32>().clone())) as ArrayRef
-                    }
-                    _ => c.clone(),
-                })
-                .collect();
+                .map(|(c, f)| super::schema::as_stored(c, f))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| StoreError::Internal(e.to_string()))?;
             arrow::record_batch::RecordBatch::try_new(schema.clone(), columns)
                 .map_err(|e| StoreError::Internal(e.to_string()))?
         } else {
@@ -487,7 +481,12 @@ pub fn maintain(root: &Path, options: &MaintainOptions) -> Result<MaintainReport
                 let cols: Vec<String> = table_schema(t, c.schema_version)
                     .fields()
                     .iter()
-                    .filter(|f| matches!(f.data_type(), DataType::Utf8 | DataType::Binary))
+                    .filter(|f| {
+                        matches!(
+                            f.data_type(),
+                            DataType::Utf8 | DataType::Binary | DataType::Dictionary(..)
+                        )
+                    })
                     .map(|f| f.name().clone())
                     .collect();
                 let cols: Vec<&str> = cols.iter().map(String::as_str).collect();
@@ -852,6 +851,76 @@ mod tests {
         }
     }
 
+    /// Labels are dictionaries in the files and text to every reader, the
+    /// same text an older layout gives; one too long to keep inline is an
+    /// object like any other cell, and collection keeps it.
+    #[test]
+    fn labels_are_stored_as_dictionaries_and_read_as_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let (new, old) = (dir.path().join("v5"), dir.path().join("v4"));
+        let r5 = write(&new, STORE_SCHEMA_VERSION);
+        let r4 = write(&old, 4);
+        let labels = [
+            (Table::Steps, "step_source"),
+            (Table::Steps, "model_name"),
+            (Table::ToolCalls, "function_name"),
+            (Table::Documents, "agent_name"),
+        ];
+        for (t, col) in labels {
+            assert!(super::super::schema::is_label(t, col), "{col}");
+            assert!(
+                matches!(stored_type(&new, t, col), DataType::Dictionary(..)),
+                "{col}"
+            );
+            assert_eq!(stored_type(&old, t, col), DataType::Utf8, "{col}");
+            let a = texts(&r5, t, col);
+            assert_eq!(a, texts(&r4, t, col), "{col}");
+            assert!(a.iter().flatten().any(|s| !s.is_empty()), "{col}: text");
+            // Streamed, as SQL and the exports read.
+            let mut streamed = Vec::new();
+            r5.scan_views_where(
+                t,
+                &[col],
+                None,
+                crate::store::Views::Bytes,
+                |b| -> Result<(), StoreError> {
+                    let c = b.column(0).as_string::<i32>();
+                    streamed.extend(c.iter().map(|v| v.map(str::to_string)));
+                    Ok(())
+                },
+            )
+            .unwrap();
+            assert_eq!(streamed, a, "{col}");
+        }
+        // Documents come back as they went in.
+        let docs = |r: &StoreReader| {
+            let mut out = Vec::new();
+            r.documents_each(|d| -> Result<(), StoreError> {
+                out.push(d);
+                Ok(())
+            })
+            .unwrap();
+            out
+        };
+        assert_eq!(docs(&r5), docs(&r4));
+
+        let root = dir.path().join("long");
+        let mut w = StoreWriter::create(&root).unwrap();
+        let mut doc = harbor_docs().remove(0);
+        let long = "model-".repeat(crate::store::OBJECT_INLINE_LIMIT / 4);
+        let t = doc.turns.len() - 1;
+        doc.turns[t].model = Some(long.clone());
+        w.push(doc).unwrap();
+        assert!(w.finish().unwrap().objects >= 1);
+        StorylineLanceStore::open(&root)
+            .unwrap()
+            .maintain(&crate::store::MaintainOptions::default())
+            .unwrap();
+        let r = StorylineLanceStore::open(&root).unwrap().reader().unwrap();
+        let names = texts(&r, Table::Steps, "model_name");
+        assert_eq!(names.iter().flatten().filter(|n| **n == long).count(), 1);
+    }
+
     /// Collecting unused objects keeps those that only a text view kept
     /// as bytes names: tool output past the inline limit is an object as
     /// raw JSON and another as text.
@@ -885,8 +954,7 @@ mod tests {
             .data_type()
     }
 
-    /// The steps or tool-call table of the store at `root`, at the version
-    /// its snapshot pins.
+    /// A table of the store at `root`, at the version its snapshot pins.
     fn committed_table(root: &Path, t: Table) -> lance::Dataset {
         let c = StorylineLanceStore::open(root)
             .unwrap()
@@ -896,6 +964,7 @@ mod tests {
             .unwrap();
         let v = match t {
             Table::Steps => c.steps_version,
+            Table::Documents => c.runs_version,
             _ => c.tool_calls_version,
         };
         let path = table_path(root, &c.table_generation, t);
