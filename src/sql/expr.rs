@@ -115,13 +115,16 @@ pub fn eval(e: &Expr, batch: &RecordBatch) -> Result<ArrayRef, SqlError> {
             else_,
             ty,
         } => eval_case(operand.as_deref(), whens, else_.as_deref(), ty, batch)?,
-        Expr::Cast { expr, to } => {
-            let v = eval(expr, batch)?;
-            cast_array(&v, to)?
-        }
+        Expr::Cast { expr, to } => match super::json_eval::cast(expr, to, batch)? {
+            Some(a) => a,
+            None => cast_array(&eval(expr, batch)?, to)?,
+        },
         Expr::Call { func, args, ty } => {
             if n == 0 {
                 return Ok(arrow::array::new_empty_array(ty));
+            }
+            if let Some(a) = super::json_eval::call(*func, args, batch)? {
+                return Ok(a);
             }
             let vals = args
                 .iter()
@@ -491,13 +494,7 @@ pub fn cast_array(a: &ArrayRef, to: &DataType) -> Result<ArrayRef, SqlError> {
             if to == &DataType::Int64 {
                 let mut out = Vec::with_capacity(s.len());
                 for v in s {
-                    out.push(match v {
-                        None => None,
-                        Some(t) => Some(t.trim().parse::<i64>().map_err(|_| SqlError::Cast {
-                            value: shorten(t),
-                            to: "BIGINT".into(),
-                        })?),
-                    });
+                    out.push(v.map(text_to_int).transpose()?);
                 }
                 Ok(Arc::new(Int64Array::from(out)))
             } else {
@@ -525,6 +522,15 @@ pub fn cast_array(a: &ArrayRef, to: &DataType) -> Result<ArrayRef, SqlError> {
             })
         }
     }
+}
+
+/// Text cast to BIGINT: surrounding spaces are ignored, anything else
+/// that is not a 64-bit integer fails.
+pub fn text_to_int(t: &str) -> Result<i64, SqlError> {
+    t.trim().parse::<i64>().map_err(|_| SqlError::Cast {
+        value: shorten(t),
+        to: "BIGINT".into(),
+    })
 }
 
 fn shorten(s: &str) -> String {

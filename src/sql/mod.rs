@@ -17,6 +17,7 @@ mod exec;
 pub mod explain;
 mod expr;
 pub mod functions;
+mod json_eval;
 pub mod logical;
 mod mirror;
 mod ops;

@@ -1,0 +1,263 @@
+//! JSON functions with a constant path, over a whole column at once: the
+//! path is parsed once for the batch instead of being repeated and compared
+//! on every row, and `CAST(json ->> path AS BIGINT)` reads each number where
+//! the path ends without first building a column of its text. A filter on
+//! a JSON member of a million steps spent a tenth of its time on those two.
+//!
+//! The answers are those of the row-by-row functions
+//! (`functions::eval_call`) followed by the cast (`expr::cast_array`): the
+//! same JSON follower finds each value, and the same parse turns it into
+//! a number.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Int64Array, StringArray};
+use arrow::datatypes::DataType;
+use arrow::record_batch::RecordBatch;
+
+use super::expr::{eval, text_to_int};
+use super::functions::text_path;
+use super::logical::{Expr, Func};
+use super::value::Scalar;
+use super::SqlError;
+use crate::util::json_follow::{json_at, text_at};
+use crate::util::jsonpath::PathStep;
+
+/// A JSON function with a constant path: what it reads, and how.
+struct Constant<'e> {
+    doc: &'e Expr,
+    /// The path's steps, or `None` when it does not parse (every row is
+    /// then NULL, as row by row).
+    steps: Option<Vec<PathStep>>,
+    /// `->>` and `json_extract_string`: a string without its quotes.
+    as_text: bool,
+}
+
+impl<'e> Constant<'e> {
+    /// `func(args)` when it is a JSON function whose path is a literal.
+    fn of(func: Func, args: &'e [Expr]) -> Option<Constant<'e>> {
+        let arrow_op = match func {
+            Func::JsonArrow | Func::JsonLongArrow => true,
+            Func::JsonExtract | Func::JsonExtractString => false,
+            _ => return None,
+        };
+        let [doc, Expr::Literal(path)] = args else {
+            return None;
+        };
+        let steps = match path {
+            Scalar::Str(p) => text_path(p, arrow_op),
+            Scalar::Int(n) => Some(vec![PathStep::signed(*n)]),
+            // A NULL path gives NULL on every row; left to the general case.
+            _ => return None,
+        };
+        Some(Constant {
+            doc,
+            steps,
+            as_text: matches!(func, Func::JsonExtractString | Func::JsonLongArrow),
+        })
+    }
+
+    /// The documents of `batch`, as text.
+    fn docs(&self, batch: &RecordBatch) -> Result<ArrayRef, SqlError> {
+        let docs = eval(self.doc, batch)?;
+        if docs.as_any().downcast_ref::<StringArray>().is_none() {
+            return Err(SqlError::Internal(format!(
+                "expected TEXT, got {}",
+                docs.data_type()
+            )));
+        }
+        Ok(docs)
+    }
+
+    /// Each row's answer, handed to `each` (`None` for NULL).
+    fn each<E>(
+        &self,
+        docs: &StringArray,
+        mut each: impl FnMut(Option<std::borrow::Cow<'_, str>>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        for i in 0..docs.len() {
+            let v = match &self.steps {
+                Some(steps) if !docs.is_null(i) => {
+                    if self.as_text {
+                        text_at(docs.value(i), steps)
+                    } else {
+                        json_at(docs.value(i), steps)
+                    }
+                }
+                _ => None,
+            };
+            each(v)?;
+        }
+        Ok(())
+    }
+}
+
+/// `func(args)` over `batch` when it is a JSON function with a constant
+/// path; `None` otherwise.
+pub fn call(func: Func, args: &[Expr], batch: &RecordBatch) -> Result<Option<ArrayRef>, SqlError> {
+    let Some(c) = Constant::of(func, args) else {
+        return Ok(None);
+    };
+    let docs = c.docs(batch)?;
+    let docs = docs
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .expect("checked");
+    let mut out = arrow::array::StringBuilder::with_capacity(docs.len(), docs.value_data().len());
+    c.each(docs, |v| -> Result<(), SqlError> {
+        out.append_option(v);
+        Ok(())
+    })?;
+    Ok(Some(Arc::new(out.finish())))
+}
+
+/// `CAST(e AS to)` over `batch` when `e` is a JSON function with a
+/// constant path and `to` is BIGINT; `None` otherwise.
+pub fn cast(e: &Expr, to: &DataType, batch: &RecordBatch) -> Result<Option<ArrayRef>, SqlError> {
+    let (Expr::Call { func, args, .. }, DataType::Int64) = (e, to) else {
+        return Ok(None);
+    };
+    let Some(c) = Constant::of(*func, args) else {
+        return Ok(None);
+    };
+    let docs = c.docs(batch)?;
+    let docs = docs
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .expect("checked");
+    let mut out = Vec::with_capacity(docs.len());
+    c.each(docs, |v| -> Result<(), SqlError> {
+        out.push(v.as_deref().map(text_to_int).transpose()?);
+        Ok(())
+    })?;
+    Ok(Some(Arc::new(Int64Array::from(out))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::expr::cast_array;
+    use crate::sql::functions::eval_call;
+    use arrow::datatypes::{Field, Schema};
+
+    fn batch(docs: Vec<Option<&str>>) -> RecordBatch {
+        let schema = Schema::new(vec![Field::new("extra", DataType::Utf8, true)]);
+        RecordBatch::try_new(Arc::new(schema), vec![Arc::new(StringArray::from(docs))]).unwrap()
+    }
+
+    fn column() -> Expr {
+        Expr::Column {
+            index: 0,
+            name: "extra".into(),
+            ty: DataType::Utf8,
+        }
+    }
+
+    /// Row by row, as before: the path repeated on every row.
+    fn row_by_row(func: Func, path: &Scalar, b: &RecordBatch) -> ArrayRef {
+        let docs = eval(&column(), b).unwrap();
+        eval_call(func, &[docs, path.to_array(b.num_rows())], b.num_rows()).unwrap()
+    }
+
+    #[test]
+    fn a_constant_path_gives_what_each_row_gives() {
+        let b = batch(vec![
+            Some(r#"{"priority": 2, "tags": ["a", "b"], "n": {"x": "\u00e9"}}"#),
+            Some(r#"{"priority": "3", "priority": 7}"#),
+            Some(r#"{"priority": null}"#),
+            Some(r#"{"priority": 2"#),
+            Some("[10, 20, 30]"),
+            None,
+            Some(r#"{"n": {"x": "y\"z"}, "tags": []}"#),
+        ]);
+        let paths = [
+            Scalar::Str("priority".into()),
+            Scalar::Str("$.n.x".into()),
+            Scalar::Str("$.tags[1]".into()),
+            Scalar::Str("$.tags".into()),
+            Scalar::Str("$.[".into()),
+            Scalar::Int(-1),
+            Scalar::Int(0),
+        ];
+        let funcs = [
+            Func::JsonArrow,
+            Func::JsonLongArrow,
+            Func::JsonExtract,
+            Func::JsonExtractString,
+        ];
+        for func in funcs {
+            for path in &paths {
+                let args = [column(), Expr::Literal(path.clone())];
+                let fast = call(func, &args, &b).unwrap().unwrap();
+                assert_eq!(
+                    fast.as_ref(),
+                    row_by_row(func, path, &b).as_ref(),
+                    "{func:?} {path:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_cast_of_a_member_gives_what_the_cast_of_its_text_gives() {
+        let ok = batch(vec![
+            Some(r#"{"priority": 2}"#),
+            Some(r#"{"priority": " 41 "}"#),
+            Some(r#"{"priority": -7, "priority": 9}"#),
+            Some(r#"{"other": 1}"#),
+            Some("not json"),
+            None,
+        ]);
+        let call_of = |func| Expr::Call {
+            func,
+            args: vec![column(), Expr::Literal(Scalar::Str("priority".into()))],
+            ty: DataType::Utf8,
+        };
+        for func in [
+            Func::JsonLongArrow,
+            Func::JsonExtractString,
+            Func::JsonArrow,
+        ] {
+            let e = call_of(func);
+            let path = Scalar::Str("priority".into());
+            let want = cast_array(&row_by_row(func, &path, &ok), &DataType::Int64);
+            let got = cast(&e, &DataType::Int64, &ok).map(Option::unwrap);
+            match (got, want) {
+                (Ok(g), Ok(w)) => assert_eq!(g.as_ref(), w.as_ref(), "{func:?}"),
+                // `->` keeps the quotes of `" 41 "`: both fail alike.
+                (Err(g), Err(w)) => assert_eq!(g.to_string(), w.to_string(), "{func:?}"),
+                (g, w) => panic!("{func:?}: {g:?} against {w:?}"),
+            }
+        }
+        assert_eq!(
+            cast(&call_of(Func::JsonLongArrow), &DataType::Int64, &ok)
+                .unwrap()
+                .unwrap()
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .iter()
+                .collect::<Vec<_>>(),
+            [Some(2), Some(41), Some(9), None, None, None]
+        );
+        // A value that is not a whole number fails as the cast of its text.
+        let bad = batch(vec![Some(r#"{"priority": 2.5}"#)]);
+        let e = call_of(Func::JsonLongArrow);
+        let want = cast_array(
+            &row_by_row(Func::JsonLongArrow, &Scalar::Str("priority".into()), &bad),
+            &DataType::Int64,
+        )
+        .unwrap_err();
+        let got = cast(&e, &DataType::Int64, &bad).unwrap_err();
+        assert_eq!(got.to_string(), want.to_string());
+        assert!(got.to_string().contains("2.5"), "{got}");
+        // Only BIGINT is fused, and only a constant path.
+        assert!(cast(&e, &DataType::Float64, &bad).unwrap().is_none());
+        let by_column = Expr::Call {
+            func: Func::JsonLongArrow,
+            args: vec![column(), column()],
+            ty: DataType::Utf8,
+        };
+        assert!(cast(&by_column, &DataType::Int64, &bad).unwrap().is_none());
+    }
+}
