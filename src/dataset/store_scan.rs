@@ -178,7 +178,7 @@ fn scan_table(
     // For SQL, text views kept as bytes stay so: the engine checks the rows
     // its filter keeps (`DataLayer::scan`).
     let views = if scan.bytes {
-        crate::store::Views::Bytes
+        crate::store::Views::Stored
     } else {
         crate::store::Views::Text
     };
@@ -297,11 +297,11 @@ mod tests {
     use arrow::record_batch::RecordBatch;
     use std::path::Path;
 
-    /// SQL's scans of a store of layout 4 get the text views as the bytes
-    /// they are stored as (its filter checks what it keeps); every other
-    /// reader gets text.
+    /// SQL's scans of a store of layout 5 get the text views as the bytes
+    /// they are stored as (its filter checks what it keeps), and labels as
+    /// dictionaries; every other reader gets text.
     #[test]
-    fn sql_scans_get_text_views_as_bytes() {
+    fn sql_scans_get_text_views_as_bytes_and_labels_as_dictionaries() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("s");
         let mut w = crate::store::StoreWriter::create(&root).unwrap();
@@ -324,24 +324,37 @@ mod tests {
         )
         .unwrap();
         let col = Table::Steps.index_of("observation_text").unwrap();
+        let label = Table::Steps.index_of("model_name").unwrap();
         let seen = std::sync::Mutex::new(Vec::new());
         let post = |b: RecordBatch| {
-            seen.lock().unwrap().push(b.column(0).data_type().clone());
+            seen.lock().unwrap().push((
+                b.column(0).data_type().clone(),
+                b.column(1).data_type().clone(),
+            ));
             Ok(b)
         };
         mounts
-            .scan("dataset", "steps", &[col], &post, &mut |_| Ok(()), &|| {
-                Ok(())
-            })
+            .scan(
+                "dataset",
+                "steps",
+                &[col, label],
+                &post,
+                &mut |_| Ok(()),
+                &|| Ok(()),
+            )
             .unwrap();
         let seen = seen.into_inner().unwrap();
         assert!(!seen.is_empty());
-        assert!(seen.iter().all(|t| t == &DataType::Binary), "{seen:?}");
+        assert!(
+            seen.iter()
+                .all(|(v, l)| v == &DataType::Binary && matches!(l, DataType::Dictionary(..))),
+            "{seen:?}"
+        );
         let text = mounts
             .scan_sources(
                 "dataset",
                 Table::Steps,
-                &["observation_text"],
+                &["observation_text", "model_name"],
                 &|_| true,
                 &Ok,
                 &|| Ok(()),
@@ -349,7 +362,7 @@ mod tests {
             .unwrap();
         assert!(text
             .iter()
-            .all(|b| b.column(0).data_type() == &DataType::Utf8));
+            .all(|b| b.columns().iter().all(|c| c.data_type() == &DataType::Utf8)));
         assert!(text.iter().map(RecordBatch::num_rows).sum::<usize>() > 0);
     }
 }

@@ -211,7 +211,7 @@ pub async fn open_at(path: &str, version: u64) -> Result<Dataset, StoreError> {
 }
 
 /// Read `columns` of `path@version` (all rows, in storage order), optionally
-/// with a Lance filter.
+/// with a Lance filter; labels as text.
 pub async fn scan(
     path: &str,
     version: u64,
@@ -291,6 +291,9 @@ const FILES_AT_ONCE: usize = 2;
 /// (Lance copies each long-text page into place there), and on the tool
 /// output of the 1M-step benchmark store that thread was the limit.
 ///
+/// Batches come as stored: labels as dictionaries, which the caller turns
+/// into text or not (`schema::labels_as_text`).
+///
 /// Either way the reads ahead of the consumer are bounded (Lance buffers
 /// up to 2 GiB of them by default): a consumer slower than the disk, such
 /// as the full-text index build, would otherwise hold much of the table's
@@ -333,7 +336,7 @@ pub async fn scan_stream(
             .try_into_stream()
             .await
             .map_err(lance_err)?
-            .map(as_read)
+            .map(|b| b.map_err(lance_err))
             .boxed());
     }
     // Each file's scan runs ahead into a channel of one batch; the next
@@ -353,7 +356,7 @@ pub async fn scan_stream(
                     Err(e) => return drop(tx.send(Err(e)).await),
                 };
                 while let Some(b) = batches.next().await {
-                    let b = as_read(b);
+                    let b = b.map_err(lance_err);
                     // The consumer went away: stop reading.
                     if tx.send(b).await.is_err() {
                         return;
@@ -366,8 +369,8 @@ pub async fn scan_stream(
     Ok(each_file.buffered(FILES_AT_ONCE).flatten().boxed())
 }
 
-/// A batch as Lance read it, as every reader of a store gets it: labels
-/// kept as dictionaries are text again (`schema::labels_as_text`).
+/// A batch as Lance read it, with labels kept as dictionaries text again
+/// (`schema::labels_as_text`).
 fn as_read(b: Result<RecordBatch, lance::Error>) -> Result<RecordBatch, StoreError> {
     super::schema::labels_as_text(b.map_err(lance_err)?).map_err(lance_err)
 }

@@ -185,6 +185,20 @@ fn cells(col: &ArrayRef) -> Option<Box<dyn Iterator<Item = Option<&[u8]>> + '_>>
     }
 }
 
+/// True when `col` is a label column (a dictionary of text) one of whose
+/// values is an object's descriptor.
+pub fn label_holds_descriptor(col: &ArrayRef) -> bool {
+    let Some(d) = col.as_any_dictionary_opt() else {
+        return false;
+    };
+    d.values().as_string_opt::<i32>().is_some_and(|v| {
+        may_hold_descriptors(v)
+            && v.iter()
+                .flatten()
+                .any(|c| descriptor_in(c.as_bytes()).is_some())
+    })
+}
+
 /// Content ids referenced by descriptors in `batches`.
 pub fn referenced_ids(batches: &[RecordBatch]) -> HashSet<String> {
     let mut ids = HashSet::new();

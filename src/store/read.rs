@@ -218,8 +218,9 @@ impl StoreReader {
 
     /// Like [`StoreReader::scan_each_where`], with the text views of a
     /// store that keeps them as bytes handed on as `views` says:
-    /// [`Views::Bytes`] for a reader that keeps few of the rows it reads
-    /// and checks those ([`crate::table::checked_text`]).
+    /// [`Views::Stored`] for a reader that keeps few of the rows it reads
+    /// and checks those ([`crate::table::checked_text`]) and turns its
+    /// labels into text itself.
     pub fn scan_views_where<E: From<StoreError>>(
         &self,
         t: Table,
@@ -249,11 +250,12 @@ impl StoreReader {
         let read = physical(t, columns, derive);
         let mut stream = runtime().block_on(scan_stream(&p, v, &read, filter, rows))?;
         let mut emit = |b: RecordBatch| -> Result<(), E> {
+            let b = labels_for(b, views)?;
             for r in self.resolve_objects(vec![b])? {
                 let b = with_views(t, columns, &r, derive)?;
                 each(match views {
                     Views::Text => as_text(b)?,
-                    Views::Bytes => b,
+                    Views::Stored => b,
                 })?;
             }
             Ok(())
@@ -543,7 +545,7 @@ impl Batches<'_> {
                 self.stream = None;
                 return Ok(None);
             };
-            let b = b?;
+            let b = labels_for(b?, Views::Text)?;
             if b.num_rows() == 0 {
                 continue;
             }
@@ -768,13 +770,31 @@ fn with_views(
     .map_err(|e| StoreError::Internal(e.to_string()))
 }
 
-/// How a scan hands on text views a store keeps as bytes.
+/// How a scan hands on the text views and labels a store keeps as bytes
+/// and dictionaries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Views {
-    /// Checked, as text.
+    /// As text, the views checked.
     Text,
-    /// As stored.
-    Bytes,
+    /// As stored: views as bytes, labels as dictionaries.
+    Stored,
+}
+
+/// `b` with its labels as `views` says. A label column holding an
+/// object's descriptor (a label too long to keep inline) is text either
+/// way, so that the object is found and resolved like any other cell's.
+fn labels_for(b: RecordBatch, views: Views) -> Result<RecordBatch, StoreError> {
+    let to_text = match views {
+        Views::Text => true,
+        Views::Stored => b
+            .columns()
+            .iter()
+            .any(super::objects::label_holds_descriptor),
+    };
+    if !to_text {
+        return Ok(b);
+    }
+    super::schema::labels_as_text(b).map_err(|e| StoreError::Internal(e.to_string()))
 }
 
 /// `b` with the text views a store keeps as bytes checked into text: the

@@ -835,7 +835,7 @@ mod tests {
                 t,
                 &[col],
                 None,
-                crate::store::Views::Bytes,
+                crate::store::Views::Stored,
                 |b| -> Result<(), StoreError> {
                     let c = b.column(0).as_binary::<i32>();
                     bytes.extend(c.iter().map(|v| v.map(<[u8]>::to_vec)));
@@ -876,21 +876,25 @@ mod tests {
             let a = texts(&r5, t, col);
             assert_eq!(a, texts(&r4, t, col), "{col}");
             assert!(a.iter().flatten().any(|s| !s.is_empty()), "{col}: text");
-            // Streamed, as SQL and the exports read.
-            let mut streamed = Vec::new();
-            r5.scan_views_where(
-                t,
-                &[col],
-                None,
-                crate::store::Views::Bytes,
-                |b| -> Result<(), StoreError> {
-                    let c = b.column(0).as_string::<i32>();
+            // Streamed: as text, and as stored for SQL, which turns the
+            // labels into text itself.
+            for views in [crate::store::Views::Text, crate::store::Views::Stored] {
+                let mut streamed = Vec::new();
+                r5.scan_views_where(t, &[col], None, views, |b| -> Result<(), StoreError> {
+                    let c = b.column(0);
+                    assert_eq!(
+                        matches!(c.data_type(), DataType::Dictionary(..)),
+                        views == crate::store::Views::Stored,
+                        "{col}"
+                    );
+                    let c = arrow::compute::cast(c, &DataType::Utf8).unwrap();
+                    let c = c.as_string::<i32>();
                     streamed.extend(c.iter().map(|v| v.map(str::to_string)));
                     Ok(())
-                },
-            )
-            .unwrap();
-            assert_eq!(streamed, a, "{col}");
+                })
+                .unwrap();
+                assert_eq!(streamed, a, "{col}");
+            }
         }
         // Documents come back as they went in.
         let docs = |r: &StoreReader| {
@@ -919,6 +923,22 @@ mod tests {
         let r = StorylineLanceStore::open(&root).unwrap().reader().unwrap();
         let names = texts(&r, Table::Steps, "model_name");
         assert_eq!(names.iter().flatten().filter(|n| **n == long).count(), 1);
+        // As stored, the column holding the descriptor comes as text,
+        // resolved.
+        let mut stored = Vec::new();
+        r.scan_views_where(
+            Table::Steps,
+            &["model_name"],
+            None,
+            crate::store::Views::Stored,
+            |b| -> Result<(), StoreError> {
+                let c = b.column(0).as_string::<i32>();
+                stored.extend(c.iter().map(|v| v.map(str::to_string)));
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(stored, names);
     }
 
     /// Collecting unused objects keeps those that only a text view kept

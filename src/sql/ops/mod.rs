@@ -16,6 +16,7 @@ pub mod merge;
 pub mod project;
 pub mod scan;
 pub mod scan_bytes;
+pub mod scan_labels;
 pub mod sort;
 pub mod union;
 pub mod values;

@@ -21,6 +21,7 @@ use super::super::logical::{AggCall, Expr};
 use super::super::SqlError;
 use super::aggregate::Grouper;
 use super::scan_bytes::BytesFilter;
+use super::scan_labels::LabelFilter;
 use super::Operator;
 
 /// Rows per batch handed on by a scan.
@@ -89,11 +90,13 @@ impl ScanOp {
             let computed = work.computed_schema(&read);
             let output = work.output_schema(&computed);
             let bytes = BytesFilter::new(filter.as_ref());
+            let labels = LabelFilter::new(filter.as_ref());
             let post = |b: RecordBatch| -> Result<RecordBatch, SqlError> {
                 crate::util::stats::add(
                     crate::util::stats::Counter::RowsScanned,
                     b.num_rows() as u64,
                 );
+                let b = labels.settle(b, &read, needed.as_deref())?;
                 let settled = bytes.settle(&b, &read, needed.as_deref())?;
                 let filter = bytes.remaining(settled.is_some());
                 let b = settled.unwrap_or(b);

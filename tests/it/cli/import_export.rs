@@ -250,6 +250,68 @@ fn like_over_tool_output_is_the_same_in_place_and_imported() {
     }
 }
 
+/// Filters on labels (a step's source and model, a tool's name, an
+/// agent's name) give the same rows from an imported store, which keeps
+/// those columns as dictionaries and answers such filters on their
+/// values, as from the files in place.
+#[test]
+fn label_filters_are_the_same_in_place_and_imported() {
+    let env = TestEnv::new();
+    let dir = env.path().join("files");
+    std::fs::create_dir(&dir).unwrap();
+    for f in [
+        "openhands_hello-world.trajectory.json",
+        "terminus_2_hello-world-timeout.trajectory.json",
+    ] {
+        let from = crate::support::root().join("tests/fixtures/harbor").join(f);
+        std::fs::copy(from, dir.join(f)).unwrap();
+    }
+    import(&env, &dir, "s1");
+    let csv = |from: &str, sql: &str| {
+        let o = env.succeed(&["query", from, sql, "--format", "csv"]);
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let count = "SELECT count(*) FROM steps WHERE";
+    let rows = "SELECT session_id, step_id, step_source, model_name FROM steps WHERE";
+    let order = "ORDER BY session_id, step_id";
+    for (sql, want) in [
+        (format!("{count} step_source = 'agent'"), "+"),
+        (format!("{count} step_source = 'agent' AND model_name LIKE 'openai/%'"), "+"),
+        (format!("{count} model_name IS NULL"), "+"),
+        (format!("{count} model_name IS NOT NULL AND step_source <> 'agent'"), "0"),
+        (format!("{count} step_source IN ('user', 'system')"), "+"),
+        (format!("{count} NOT (step_source = 'agent')"), "+"),
+        (format!("{count} upper(step_source) = 'USER' AND step_id > 0"), "+"),
+        (format!("{count} coalesce(model_name, 'none') = 'none'"), "+"),
+        (format!("{count} step_source = 'agent' OR step_id = 1"), "+"),
+        (format!("{count} model_name = 'no such model'"), "0"),
+        (format!("{rows} step_source = 'agent' AND model_name LIKE '%gpt%' {order}"), ""),
+        (format!("{rows} step_source <> 'agent' {order}"), ""),
+        (
+            "SELECT model_name, step_source, count(*) AS n FROM steps GROUP BY model_name, step_source ORDER BY model_name, step_source".to_string(),
+            "",
+        ),
+        (
+            "SELECT function_name, count(*) AS n FROM tool_calls WHERE function_name LIKE 'b%' OR function_name = 'finish' GROUP BY function_name ORDER BY function_name".to_string(),
+            "",
+        ),
+        (
+            "SELECT agent_name, agent_version, step_count FROM trajectories WHERE agent_name = 'terminus-2'".to_string(),
+            "",
+        ),
+    ] {
+        let (a, b) = (csv(dir.to_str().unwrap(), &sql), csv("s1", &sql));
+        assert_eq!(a, b, "{sql}");
+        assert!(a.lines().count() > 1, "{sql}: {a}");
+        let first = a.lines().nth(1);
+        match want {
+            "" => {}
+            "+" => assert!(first.and_then(|n| n.parse::<u64>().ok()) > Some(0), "{sql}: {a}"),
+            _ => assert_eq!(first, Some(want), "{sql}: {a}"),
+        }
+    }
+}
+
 #[test]
 fn refusals_have_codes() {
     let env = TestEnv::new();
