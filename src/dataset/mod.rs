@@ -324,7 +324,7 @@ impl DataLayer for Mounts {
                     only: &|_| true,
                     store_filter: None,
                     call_output: None,
-                    bytes: true,
+                    stored: true,
                 };
                 self.scan_documents(mount, &scan, post, emit, check)
             }

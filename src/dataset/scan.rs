@@ -25,9 +25,10 @@ pub(super) struct DocumentScan<'a> {
     pub store_filter: Option<&'a str>,
     /// Add the text of call results under this column name (steps only).
     pub call_output: Option<&'static str>,
-    /// Hand on the text views a store keeps as bytes as they are stored
-    /// (`Binary`, unchecked) rather than as text; see `DataLayer::scan`.
-    pub bytes: bool,
+    /// Hand on the text views and labels a store keeps as bytes and
+    /// dictionaries as they are stored (`Binary`, unchecked, and
+    /// `Dictionary`) rather than as text; see `DataLayer::scan`.
+    pub stored: bool,
 }
 
 /// File Sources decoded in parallel per round, per thread of the pool: a
@@ -300,7 +301,7 @@ impl Mounts {
             only,
             store_filter: None,
             call_output: None,
-            bytes: false,
+            stored: false,
         };
         self.scan_documents(
             mount,
@@ -361,7 +362,7 @@ impl Mounts {
             only,
             store_filter,
             call_output: None,
-            bytes: false,
+            stored: false,
         };
         self.collect_scan(dataset, &scan, post, check)
     }
@@ -387,7 +388,7 @@ impl Mounts {
             only,
             store_filter: None,
             call_output: Some(name),
-            bytes: false,
+            stored: false,
         };
         self.collect_scan(dataset, &scan, post, &|| Ok(()))
     }

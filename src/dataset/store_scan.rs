@@ -175,9 +175,10 @@ fn scan_table(
             &opts,
         )?)
     };
-    // For SQL, text views kept as bytes stay so: the engine checks the rows
-    // its filter keeps (`DataLayer::scan`).
-    let views = if scan.bytes {
+    // For SQL, text views kept as bytes and labels kept as dictionaries
+    // stay so: the engine checks and turns into text the rows its filter
+    // keeps (`DataLayer::scan`).
+    let views = if scan.stored {
         crate::store::Views::Stored
     } else {
         crate::store::Views::Text
@@ -186,7 +187,7 @@ fn scan_table(
 }
 
 /// `schema` with the type of each of `arrays` where it differs: the text
-/// views a store keeps as bytes.
+/// views and labels a store keeps as bytes and dictionaries.
 fn as_read(schema: &SchemaRef, arrays: &[ArrayRef]) -> SchemaRef {
     if schema
         .fields()

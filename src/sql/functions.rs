@@ -447,11 +447,7 @@ pub fn eval_call(func: Func, args: &[ArrayRef], n: usize) -> Result<ArrayRef, Sq
                         last = Some((arg, steps));
                     }
                     let steps = last.as_ref()?.1.as_ref()?;
-                    if as_text {
-                        crate::util::json_follow::text_at(docs.value(i), steps)
-                    } else {
-                        crate::util::json_follow::json_at(docs.value(i), steps)
-                    }
+                    follow(docs.value(i), steps, as_text)
                 })
                 .collect();
             Ok(Arc::new(out))
@@ -598,6 +594,20 @@ impl<'a> PathArg<'a> {
             PathArg::Index(n) => Some(vec![PathStep::signed(*n)]),
             PathArg::Text(p) => text_path(p, arrow_op),
         }
+    }
+}
+
+/// The value at `steps` of JSON text `doc`: as text for `->>` and
+/// `json_extract_string` (`as_text`), as JSON otherwise.
+pub fn follow<'t>(
+    doc: &'t str,
+    steps: &[PathStep],
+    as_text: bool,
+) -> Option<std::borrow::Cow<'t, str>> {
+    if as_text {
+        crate::util::json_follow::text_at(doc, steps)
+    } else {
+        crate::util::json_follow::json_at(doc, steps)
     }
 }
 

@@ -16,11 +16,10 @@ use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 
 use super::expr::{eval, text_to_int};
-use super::functions::text_path;
+use super::functions::{follow, text_path};
 use super::logical::{Expr, Func};
 use super::value::Scalar;
 use super::SqlError;
-use crate::util::json_follow::{json_at, text_at};
 use crate::util::jsonpath::PathStep;
 
 /// A JSON function with a constant path: what it reads, and how.
@@ -58,15 +57,12 @@ impl<'e> Constant<'e> {
     }
 
     /// The documents of `batch`, as text.
-    fn docs(&self, batch: &RecordBatch) -> Result<ArrayRef, SqlError> {
+    fn docs(&self, batch: &RecordBatch) -> Result<StringArray, SqlError> {
         let docs = eval(self.doc, batch)?;
-        if docs.as_any().downcast_ref::<StringArray>().is_none() {
-            return Err(SqlError::Internal(format!(
-                "expected TEXT, got {}",
-                docs.data_type()
-            )));
-        }
-        Ok(docs)
+        docs.as_any()
+            .downcast_ref::<StringArray>()
+            .cloned()
+            .ok_or_else(|| SqlError::Internal(format!("expected TEXT, got {}", docs.data_type())))
     }
 
     /// Each row's answer, handed to `each` (`None` for NULL).
@@ -77,13 +73,7 @@ impl<'e> Constant<'e> {
     ) -> Result<(), E> {
         for i in 0..docs.len() {
             let v = match &self.steps {
-                Some(steps) if !docs.is_null(i) => {
-                    if self.as_text {
-                        text_at(docs.value(i), steps)
-                    } else {
-                        json_at(docs.value(i), steps)
-                    }
-                }
+                Some(steps) if !docs.is_null(i) => follow(docs.value(i), steps, self.as_text),
                 _ => None,
             };
             each(v)?;
@@ -196,6 +186,45 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// What the evaluator gives for a constant path, and for a cast of
+    /// it, is what the functions over the column give.
+    #[test]
+    fn the_evaluator_runs_a_constant_path_over_the_column() {
+        let b = batch(vec![Some(r#"{"priority": 3}"#), None, Some("[]")]);
+        let e = Expr::Cast {
+            expr: Box::new(Expr::Call {
+                func: Func::JsonLongArrow,
+                args: vec![column(), Expr::Literal(Scalar::Str("priority".into()))],
+                ty: DataType::Utf8,
+            }),
+            to: DataType::Int64,
+        };
+        let Expr::Cast { expr: call, .. } = &e else {
+            unreachable!()
+        };
+        let Expr::Call { func, args, .. } = call.as_ref() else {
+            unreachable!()
+        };
+        assert_eq!(
+            eval(&e, &b).unwrap().as_ref(),
+            cast(call, &DataType::Int64, &b).unwrap().unwrap().as_ref()
+        );
+        assert_eq!(
+            eval(call, &b).unwrap().as_ref(),
+            self::call(*func, args, &b).unwrap().unwrap().as_ref()
+        );
+        assert_eq!(
+            eval(&e, &b)
+                .unwrap()
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .iter()
+                .collect::<Vec<_>>(),
+            [Some(3), None, None]
+        );
     }
 
     #[test]

@@ -53,7 +53,9 @@ pub trait DataLayer: Sync {
     /// batches (timeouts, a consumer gone). A text column may come to
     /// `post` as `Binary`, its bytes not yet checked as UTF-8 (the text
     /// views a store keeps as bytes): `post` checks the rows it keeps
-    /// (`ops::scan_bytes`).
+    /// (`ops::scan_bytes`). It may also come as a `Dictionary` of text
+    /// (the labels a store keeps so): `post` answers what it can on the
+    /// values and turns the rows it keeps into text (`ops::scan_labels`).
     fn scan(
         &self,
         dataset: &str,

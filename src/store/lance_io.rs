@@ -369,8 +369,8 @@ pub async fn scan_stream(
     Ok(each_file.buffered(FILES_AT_ONCE).flatten().boxed())
 }
 
-/// A batch as Lance read it, with labels kept as dictionaries text again
-/// (`schema::labels_as_text`).
+/// A batch as Lance read it, with the labels a store keeps as
+/// dictionaries turned into text (`schema::labels_as_text`).
 fn as_read(b: Result<RecordBatch, lance::Error>) -> Result<RecordBatch, StoreError> {
     super::schema::labels_as_text(b.map_err(lance_err)?).map_err(lance_err)
 }

@@ -27,13 +27,15 @@ mod objects;
 pub mod publish;
 mod read;
 mod schema;
+mod views;
 mod write;
 
 use std::path::{Path, PathBuf};
 
 pub use current::{Committed, Current};
 pub use objects::{is_descriptor, OBJECT_INLINE_LIMIT};
-pub use read::{StoreReader, Tally, Views};
+pub use read::{StoreReader, Tally};
+pub use views::Views;
 pub use write::{StoreWriter, WriteSummary};
 
 /// Store errors.

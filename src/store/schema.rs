@@ -180,8 +180,9 @@ pub fn is_wide(metadata: &std::collections::HashMap<String, String>) -> bool {
 ///
 /// Label columns are kept as dictionaries from layout
 /// [`LABELS_AS_DICTIONARY_FROM`]. The derived text views are kept
-/// uncompressed, and from layout [`VIEWS_AS_BYTES_FROM`] as bytes. They exist to be scanned
-/// (`LIKE`, the full-text index build), and Lance's default for text,
+/// uncompressed, and from layout [`VIEWS_AS_BYTES_FROM`] as bytes. They
+/// exist to be scanned (`LIKE`, the full-text index build), and Lance's
+/// default for text,
 /// FSST, costs four times as long to decode as a plain copy (it zeroes and
 /// fills a buffer eight times the compressed bytes per page). On the
 /// benchmark corpus this makes `observation_text` 409 MB instead of 284 MB.

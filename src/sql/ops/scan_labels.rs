@@ -8,7 +8,10 @@
 //!
 //! The rest of the scan sees text as from any other Source, and evaluates
 //! the whole filter again on the rows kept: a conjunct answered here gives
-//! the same answer on them, so only rows it drops are spared.
+//! the same answer on them, so only rows it drops are spared. The rows
+//! kept are the same; a conjunct that would fail on some row dropped here
+//! is not run on it, as with the byte search of `scan_bytes` (SQL does not
+//! promise in what order the parts of a `WHERE` run).
 
 use std::sync::Arc;
 
@@ -59,13 +62,13 @@ impl LabelFilter {
         schema: &SchemaRef,
         needed: Option<&[bool]>,
     ) -> Result<RecordBatch, SqlError> {
-        let is_label = |i: usize| matches!(b.column(i).data_type(), DataType::Dictionary(..));
-        if !(0..b.num_columns()).any(is_label) {
+        let is_dictionary = |i: usize| matches!(b.column(i).data_type(), DataType::Dictionary(..));
+        if !(0..b.num_columns()).any(is_dictionary) {
             return Ok(b);
         }
         let mut mask: Option<BooleanArray> = None;
         for (column, conjunct) in &self.conjuncts {
-            if !is_label(*column) {
+            if !is_dictionary(*column) {
                 continue;
             }
             let Some(m) = on_values(&b, *column, conjunct)? else {
@@ -88,13 +91,14 @@ impl LabelFilter {
                 Some(f) if used(i) => f.filter(c)?,
                 _ => c.clone(),
             };
+            let declared = schema.field(i);
+            // A dictionary becomes the type the scan declares (text).
             let c = match c.data_type() {
-                DataType::Dictionary(_, values) if used(i) => cast(&c, values)?,
-                DataType::Dictionary(_, values) => new_null_array(values, rows),
+                DataType::Dictionary(..) if used(i) => cast(&c, declared.data_type())?,
+                DataType::Dictionary(..) => new_null_array(declared.data_type(), rows),
                 _ if !used(i) => new_null_array(c.data_type(), rows),
                 _ => c,
             };
-            let declared = schema.field(i);
             fields.push(if declared.data_type() == c.data_type() {
                 declared.clone()
             } else {
@@ -114,8 +118,9 @@ impl LabelFilter {
 /// Each row's answer to `conjunct`, which reads only `column` of `b`, a
 /// dictionary: the conjunct runs once on each distinct value and on NULL,
 /// and rows take their value's answer. `None` when the values cannot be
-/// answered so (keys other than 32-bit, or an error on a value, which
-/// may be one no row of `b` holds): the rows then answer for themselves.
+/// answered so (keys other than 32-bit, as many values as rows, or an
+/// error on a value, which may be one no row of `b` holds): the rows then
+/// answer for themselves.
 fn on_values(
     b: &RecordBatch,
     column: usize,
@@ -130,6 +135,11 @@ fn on_values(
     };
     let values = dict.values();
     let n = values.len();
+    // Lance hands each batch its page's whole dictionary; where that has
+    // as many values as the batch has rows, the rows answer as cheaply.
+    if n >= dict.len() {
+        return Ok(None);
+    }
     // The values, then a NULL for rows without a label.
     let mut one =
         arrow::compute::concat(&[values.as_ref(), &new_null_array(values.data_type(), 1)])?;
@@ -184,7 +194,7 @@ fn on_values(
 mod tests {
     use super::*;
     use crate::sql::value::Scalar;
-    use arrow::array::{AsArray, Int64Array};
+    use arrow::array::{AsArray, Int64Array, StringArray};
 
     fn column(index: usize, name: &str) -> Expr {
         Expr::Column {
@@ -337,6 +347,78 @@ mod tests {
             .settle(text.clone(), &schema, None)
             .unwrap();
         assert_eq!(same, text);
+    }
+
+    /// As Lance hands them: NULL as a value some keys point at, values no
+    /// row of the batch uses, and a batch sliced out of a longer one.
+    #[test]
+    fn null_values_unused_values_and_slices_answer_as_text() {
+        let values = StringArray::from(vec![
+            Some("agent"),
+            None,
+            Some("user"),
+            Some("unused"),
+            Some("system"),
+        ]);
+        let keys = arrow::array::Int32Array::from(vec![
+            Some(0),
+            Some(1),
+            Some(2),
+            None,
+            Some(4),
+            Some(0),
+            Some(1),
+            Some(2),
+            Some(0),
+            Some(4),
+        ]);
+        let dict = DictionaryArray::try_new(keys, Arc::new(values)).unwrap();
+        let ids = Int64Array::from((1..=10).collect::<Vec<i64>>());
+        let b = RecordBatch::try_from_iter(vec![
+            ("step_source", Arc::new(dict) as ArrayRef),
+            ("step_id", Arc::new(ids) as ArrayRef),
+        ])
+        .unwrap()
+        .slice(2, 7);
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("step_source", DataType::Utf8, true),
+            Field::new("step_id", DataType::Int64, true),
+        ]));
+        let filters = [
+            Expr::Binary {
+                op: crate::sql::logical::BinOp::Eq,
+                left: Box::new(column(0, "step_source")),
+                right: Box::new(text("agent")),
+                ty: DataType::Boolean,
+            },
+            Expr::IsNull {
+                expr: Box::new(column(0, "step_source")),
+                negated: false,
+            },
+            Expr::Not(Box::new(Expr::Binary {
+                op: crate::sql::logical::BinOp::Eq,
+                left: Box::new(column(0, "step_source")),
+                right: Box::new(text("agent")),
+                ty: DataType::Boolean,
+            })),
+        ];
+        let want_ids = [vec![6, 9], vec![4, 7], vec![3, 5, 8]];
+        for (f, want) in filters.iter().zip(want_ids) {
+            let kept = LabelFilter::new(Some(f))
+                .settle(b.clone(), &schema, None)
+                .unwrap();
+            let text = as_text(&b, &schema);
+            let rows =
+                arrow::compute::filter_record_batch(&text, &eval_predicate(f, &text).unwrap())
+                    .unwrap();
+            assert_eq!(kept, rows, "{f:?}");
+            let got: Vec<i64> = kept
+                .column(1)
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .values()
+                .to_vec();
+            assert_eq!(got, want, "{f:?}");
+        }
     }
 
     #[test]
