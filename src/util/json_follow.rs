@@ -51,6 +51,11 @@ pub fn text_at<'t>(text: &'t str, path: &[PathStep]) -> Option<Cow<'t, str>> {
     if v.starts_with('"') {
         return serde_json::from_str::<String>(v).ok().map(Cow::Owned);
     }
+    // `v` was read whole as part of valid JSON: what prints as written
+    // needs no second reading (most members a filter casts are integers).
+    if matches!(v, "true" | "false") || plain_integer(v) {
+        return Some(Cow::Borrowed(v));
+    }
     json_at(v, &[])
 }
 
