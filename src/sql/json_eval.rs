@@ -89,12 +89,10 @@ pub fn call(func: Func, args: &[Expr], batch: &RecordBatch) -> Result<Option<Arr
         return Ok(None);
     };
     let docs = c.docs(batch)?;
-    let docs = docs
-        .as_any()
-        .downcast_ref::<StringArray>()
-        .expect("checked");
-    let mut out = arrow::array::StringBuilder::with_capacity(docs.len(), docs.value_data().len());
-    c.each(docs, |v| -> Result<(), SqlError> {
+    // Members are mostly short: a guess, not the documents' size (a batch
+    // of tool output is megabytes).
+    let mut out = arrow::array::StringBuilder::with_capacity(docs.len(), docs.len() * 8);
+    c.each(&docs, |v| -> Result<(), SqlError> {
         out.append_option(v);
         Ok(())
     })?;
@@ -111,12 +109,8 @@ pub fn cast(e: &Expr, to: &DataType, batch: &RecordBatch) -> Result<Option<Array
         return Ok(None);
     };
     let docs = c.docs(batch)?;
-    let docs = docs
-        .as_any()
-        .downcast_ref::<StringArray>()
-        .expect("checked");
     let mut out = Vec::with_capacity(docs.len());
-    c.each(docs, |v| -> Result<(), SqlError> {
+    c.each(&docs, |v| -> Result<(), SqlError> {
         out.push(v.as_deref().map(text_to_int).transpose()?);
         Ok(())
     })?;

@@ -15,7 +15,7 @@ use super::lance_io::{count_rows, runtime, scan, scan_stream};
 use super::object_reader::ObjectReader;
 use super::objects::{referenced_ids, resolve};
 use super::schema::{dir_name, source_columns, table_schema, VIEWS_STORED_FROM};
-use super::views::{as_text, labels_for, physical, with_views, Views};
+use super::views::{as_text, labels_for, physical, stored_column, with_views, Views};
 use super::StoreError;
 use crate::formats::model::{Storyline, ToolCall, Turn};
 use crate::table::Table;
@@ -369,12 +369,9 @@ impl StoreReader {
                 let mut fields = Vec::with_capacity(columns.len() + 1);
                 let mut arrays: Vec<arrow::array::ArrayRef> = Vec::with_capacity(columns.len() + 1);
                 for c in columns {
-                    let i = b
-                        .schema()
-                        .index_of(c)
-                        .map_err(|_| StoreError::Internal(format!("store column {c} missing")))?;
-                    fields.push(b.schema().field(i).clone());
-                    arrays.push(b.column(i).clone());
+                    let (f, a) = stored_column(&b, c)?;
+                    fields.push(f);
+                    arrays.push(a);
                 }
                 fields.push(arrow::datatypes::Field::new(
                     "call_output_text",

@@ -79,12 +79,9 @@ pub(super) fn with_views(
             fields.push(arrow::datatypes::Field::new(c, DataType::Utf8, true));
             arrays.push(Arc::new(out));
         } else {
-            let i = b
-                .schema()
-                .index_of(c)
-                .map_err(|_| StoreError::Internal(format!("store column {c} missing")))?;
-            fields.push(b.schema().field(i).clone());
-            arrays.push(b.column(i).clone());
+            let (f, a) = stored_column(b, c)?;
+            fields.push(f);
+            arrays.push(a);
         }
     }
     RecordBatch::try_new_with_options(
@@ -93,6 +90,18 @@ pub(super) fn with_views(
         &arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
     )
     .map_err(|e| StoreError::Internal(e.to_string()))
+}
+
+/// Column `c` of `b`, with its field.
+pub(super) fn stored_column(
+    b: &RecordBatch,
+    c: &str,
+) -> Result<(arrow::datatypes::Field, arrow::array::ArrayRef), StoreError> {
+    let i = b
+        .schema()
+        .index_of(c)
+        .map_err(|_| StoreError::Internal(format!("store column {c} missing")))?;
+    Ok((b.schema().field(i).clone(), b.column(i).clone()))
 }
 
 /// How a scan hands on the text views and labels a store keeps as bytes

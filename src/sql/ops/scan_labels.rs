@@ -208,6 +208,15 @@ mod tests {
         Expr::Literal(Scalar::Str(s.into()))
     }
 
+    fn eq(left: Expr, value: &str) -> Expr {
+        Expr::Binary {
+            op: crate::sql::logical::BinOp::Eq,
+            left: Box::new(left),
+            right: Box::new(text(value)),
+            ty: DataType::Boolean,
+        }
+    }
+
     /// Rows of three columns: a step's source and model as dictionaries,
     /// and its id.
     fn batch() -> (RecordBatch, SchemaRef) {
@@ -270,12 +279,7 @@ mod tests {
     fn conjuncts_on_labels_keep_the_rows_the_filter_keeps() {
         let (b, schema) = batch();
         let filters = [
-            Expr::Binary {
-                op: crate::sql::logical::BinOp::Eq,
-                left: Box::new(column(0, "step_source")),
-                right: Box::new(text("agent")),
-                ty: DataType::Boolean,
-            },
+            eq(column(0, "step_source"), "agent"),
             Expr::Like {
                 expr: Box::new(column(1, "model_name")),
                 pattern: Box::new(text("claude%")),
@@ -330,12 +334,7 @@ mod tests {
         assert_eq!(kept.column(0).null_count(), 6);
         assert_eq!(ids(&kept), [1, 2, 3, 4, 5, 6]);
         // A column the filter reads is text even when not needed above.
-        let f = Expr::Binary {
-            op: crate::sql::logical::BinOp::Eq,
-            left: Box::new(column(0, "step_source")),
-            right: Box::new(text("user")),
-            ty: DataType::Boolean,
-        };
+        let f = eq(column(0, "step_source"), "user");
         let kept = LabelFilter::new(Some(&f))
             .settle(b.clone(), &schema, Some(&[false, false, true]))
             .unwrap();
@@ -385,22 +384,12 @@ mod tests {
             Field::new("step_id", DataType::Int64, true),
         ]));
         let filters = [
-            Expr::Binary {
-                op: crate::sql::logical::BinOp::Eq,
-                left: Box::new(column(0, "step_source")),
-                right: Box::new(text("agent")),
-                ty: DataType::Boolean,
-            },
+            eq(column(0, "step_source"), "agent"),
             Expr::IsNull {
                 expr: Box::new(column(0, "step_source")),
                 negated: false,
             },
-            Expr::Not(Box::new(Expr::Binary {
-                op: crate::sql::logical::BinOp::Eq,
-                left: Box::new(column(0, "step_source")),
-                right: Box::new(text("agent")),
-                ty: DataType::Boolean,
-            })),
+            Expr::Not(Box::new(eq(column(0, "step_source"), "agent"))),
         ];
         let want_ids = [vec![6, 9], vec![4, 7], vec![3, 5, 8]];
         for (f, want) in filters.iter().zip(want_ids) {

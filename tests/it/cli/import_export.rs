@@ -212,12 +212,8 @@ fn like_over_tool_output_is_the_same_in_place_and_imported() {
     std::fs::create_dir(&dir).unwrap();
     std::fs::write(dir.join("run.json"), serde_json::to_vec(&doc).unwrap()).unwrap();
     import(&env, &dir, "s1");
-    let csv = |from: &str, sql: &str| {
-        let o = env.succeed(&["query", from, sql, "--format", "csv"]);
-        String::from_utf8(o.stdout).unwrap()
-    };
     let count = "SELECT count(*) FROM steps WHERE";
-    for (sql, want) in [
+    let cases = [
         (format!("{count} observation_text LIKE '%超时%'"), "2"),
         (format!("{count} observation_text LIKE '%请求超时 (timeout%'"), "1"),
         (format!("{count} observation_text LIKE 'Traceback%'"), "1"),
@@ -237,15 +233,31 @@ fn like_over_tool_output_is_the_same_in_place_and_imported() {
             "SELECT count(*), sum(length(results_text)) FROM tool_calls WHERE results_text LIKE '%超时%'".to_string(),
             "",
         ),
-    ] {
-        let (a, b) = (csv(dir.to_str().unwrap(), &sql), csv("s1", &sql));
+    ];
+    same_in_place_and_imported(&env, &dir, "s1", &cases);
+}
+
+/// Each query of `cases` prints the same over the files at `dir` and the
+/// store `store` imported from them, and its first value is `want`: any
+/// count above 0 for `+`, anything for an empty `want`.
+fn same_in_place_and_imported(env: &TestEnv, dir: &Path, store: &str, cases: &[(String, &str)]) {
+    let csv = |from: &str, sql: &str| {
+        let o = env.succeed(&["query", from, sql, "--format", "csv"]);
+        String::from_utf8(o.stdout).unwrap()
+    };
+    for (sql, want) in cases {
+        let (a, b) = (csv(dir.to_str().unwrap(), sql), csv(store, sql));
         assert_eq!(a, b, "{sql}");
+        assert!(a.lines().count() > 1, "{sql}: {a}");
         let first = a.lines().nth(1);
-        match want {
+        match *want {
             "" => {}
             // Some rows, however many the fixture has.
-            "+" => assert!(first.and_then(|n| n.parse::<u64>().ok()) > Some(0), "{sql}: {a}"),
-            _ => assert_eq!(first, Some(want), "{sql}: {a}"),
+            "+" => assert!(
+                first.and_then(|n| n.parse::<u64>().ok()) > Some(0),
+                "{sql}: {a}"
+            ),
+            _ => assert_eq!(first, Some(*want), "{sql}: {a}"),
         }
     }
 }
@@ -267,14 +279,10 @@ fn label_filters_are_the_same_in_place_and_imported() {
         std::fs::copy(from, dir.join(f)).unwrap();
     }
     import(&env, &dir, "s1");
-    let csv = |from: &str, sql: &str| {
-        let o = env.succeed(&["query", from, sql, "--format", "csv"]);
-        String::from_utf8(o.stdout).unwrap()
-    };
     let count = "SELECT count(*) FROM steps WHERE";
     let rows = "SELECT session_id, step_id, step_source, model_name FROM steps WHERE";
     let order = "ORDER BY session_id, step_id";
-    for (sql, want) in [
+    let cases = [
         (format!("{count} step_source = 'agent'"), "+"),
         (format!("{count} step_source = 'agent' AND model_name LIKE 'openai/%'"), "+"),
         (format!("{count} model_name IS NULL"), "+"),
@@ -299,17 +307,8 @@ fn label_filters_are_the_same_in_place_and_imported() {
             "SELECT agent_name, agent_version, step_count FROM trajectories WHERE agent_name = 'terminus-2'".to_string(),
             "",
         ),
-    ] {
-        let (a, b) = (csv(dir.to_str().unwrap(), &sql), csv("s1", &sql));
-        assert_eq!(a, b, "{sql}");
-        assert!(a.lines().count() > 1, "{sql}: {a}");
-        let first = a.lines().nth(1);
-        match want {
-            "" => {}
-            "+" => assert!(first.and_then(|n| n.parse::<u64>().ok()) > Some(0), "{sql}: {a}"),
-            _ => assert_eq!(first, Some(want), "{sql}: {a}"),
-        }
-    }
+    ];
+    same_in_place_and_imported(&env, &dir, "s1", &cases);
 }
 
 #[test]
