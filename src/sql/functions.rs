@@ -14,6 +14,7 @@ use super::error::suggest;
 use super::logical::{Expr, Func};
 use super::value::{common_type, is_numeric, ts_type, type_name};
 use super::SqlError;
+use crate::util::json_follow::Reading;
 use crate::util::jsonpath::{self, Indexes, PathStep};
 
 const NAMES: &[&str] = &[
@@ -447,7 +448,7 @@ pub fn eval_call(func: Func, args: &[ArrayRef], n: usize) -> Result<ArrayRef, Sq
                         last = Some((arg, steps));
                     }
                     let steps = last.as_ref()?.1.as_ref()?;
-                    follow(docs.value(i), steps, as_text)
+                    follow(docs.value(i), steps, as_text, Reading::Whole)
                 })
                 .collect();
             Ok(Arc::new(out))
@@ -597,17 +598,18 @@ impl<'a> PathArg<'a> {
     }
 }
 
-/// The value at `steps` of JSON text `doc`: as text for `->>` and
-/// `json_extract_string` (`as_text`), as JSON otherwise.
+/// The value at `steps` of JSON text `doc`, read as `reading` says: as
+/// text for `->>` and `json_extract_string` (`as_text`), as JSON otherwise.
 pub fn follow<'t>(
     doc: &'t str,
     steps: &[PathStep],
     as_text: bool,
+    reading: Reading,
 ) -> Option<std::borrow::Cow<'t, str>> {
     if as_text {
-        crate::util::json_follow::text_at(doc, steps)
+        crate::util::json_follow::text_at_reading(doc, steps, reading)
     } else {
-        crate::util::json_follow::json_at(doc, steps)
+        crate::util::json_follow::json_at_reading(doc, steps, reading)
     }
 }
 

@@ -8,6 +8,10 @@
 //! (`functions::eval_call`) followed by the cast (`expr::cast_array`): the
 //! same JSON follower finds each value, and the same parse turns it into
 //! a number.
+//!
+//! A scan marks the JSON columns of the tables it reads ([`mark`]): their
+//! text is what `serde_json` wrote, so a path over one of them is read
+//! only up to where it ends (`json_follow::Reading::Canonical`).
 
 use std::sync::Arc;
 
@@ -20,7 +24,61 @@ use super::functions::{follow, text_path};
 use super::logical::{Expr, Func};
 use super::value::Scalar;
 use super::SqlError;
+use crate::util::json_follow::Reading;
 use crate::util::jsonpath::PathStep;
+
+/// Field metadata key marking a column whose every value is JSON text
+/// that `serde_json` wrote: valid, each member named once in its object
+/// (see `DataLayer::canonical_json`).
+const CANONICAL_JSON: &str = "pchronicle:canonical-json";
+
+/// The columns of `b` that `canonical` says hold canonical JSON, marked so
+/// for the expressions evaluated on the batch. Only a scan's workers see
+/// the marks; the batches they hand on are not marked.
+pub fn mark(b: &RecordBatch, canonical: &[bool]) -> Result<RecordBatch, SqlError> {
+    if !canonical.iter().any(|&c| c) {
+        return Ok(b.clone());
+    }
+    let fields: Vec<arrow::datatypes::Field> = b
+        .schema()
+        .fields()
+        .iter()
+        .zip(canonical.iter().copied().chain(std::iter::repeat(false)))
+        .map(|(f, c)| {
+            let f = f.as_ref().clone();
+            if c && *f.data_type() == DataType::Utf8 {
+                let mut meta = f.metadata().clone();
+                meta.insert(CANONICAL_JSON.into(), "true".into());
+                f.with_metadata(meta)
+            } else {
+                f
+            }
+        })
+        .collect();
+    let schema = Arc::new(arrow::datatypes::Schema::new(fields));
+    let opts = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
+    Ok(RecordBatch::try_new_with_options(
+        schema,
+        b.columns().to_vec(),
+        &opts,
+    )?)
+}
+
+/// How the documents `doc` reads from `batch` may be read.
+fn reading(doc: &Expr, batch: &RecordBatch) -> Reading {
+    match doc {
+        Expr::Column { index, .. }
+            if batch
+                .schema()
+                .fields()
+                .get(*index)
+                .is_some_and(|f| f.metadata().contains_key(CANONICAL_JSON)) =>
+        {
+            Reading::Canonical
+        }
+        _ => Reading::Whole,
+    }
+}
 
 /// A JSON function with a constant path: what it reads, and how.
 struct Constant<'e> {
@@ -56,24 +114,30 @@ impl<'e> Constant<'e> {
         })
     }
 
-    /// The documents of `batch`, as text.
-    fn docs(&self, batch: &RecordBatch) -> Result<StringArray, SqlError> {
+    /// The documents of `batch`, as text, and how they may be read.
+    fn docs(&self, batch: &RecordBatch) -> Result<(StringArray, Reading), SqlError> {
         let docs = eval(self.doc, batch)?;
-        docs.as_any()
+        let text = docs
+            .as_any()
             .downcast_ref::<StringArray>()
             .cloned()
-            .ok_or_else(|| SqlError::Internal(format!("expected TEXT, got {}", docs.data_type())))
+            .ok_or_else(|| {
+                SqlError::Internal(format!("expected TEXT, got {}", docs.data_type()))
+            })?;
+        Ok((text, reading(self.doc, batch)))
     }
 
     /// Each row's answer, handed to `each` (`None` for NULL).
     fn each<E>(
         &self,
-        docs: &StringArray,
+        (docs, reading): &(StringArray, Reading),
         mut each: impl FnMut(Option<std::borrow::Cow<'_, str>>) -> Result<(), E>,
     ) -> Result<(), E> {
         for i in 0..docs.len() {
             let v = match &self.steps {
-                Some(steps) if !docs.is_null(i) => follow(docs.value(i), steps, self.as_text),
+                Some(steps) if !docs.is_null(i) => {
+                    follow(docs.value(i), steps, self.as_text, *reading)
+                }
                 _ => None,
             };
             each(v)?;
@@ -91,7 +155,8 @@ pub fn call(func: Func, args: &[Expr], batch: &RecordBatch) -> Result<Option<Arr
     let docs = c.docs(batch)?;
     // Members are mostly short: a guess, not the documents' size (a batch
     // of tool output is megabytes).
-    let mut out = arrow::array::StringBuilder::with_capacity(docs.len(), docs.len() * 8);
+    let rows = docs.0.len();
+    let mut out = arrow::array::StringBuilder::with_capacity(rows, rows * 8);
     c.each(&docs, |v| -> Result<(), SqlError> {
         out.append_option(v);
         Ok(())
@@ -109,7 +174,7 @@ pub fn cast(e: &Expr, to: &DataType, batch: &RecordBatch) -> Result<Option<Array
         return Ok(None);
     };
     let docs = c.docs(batch)?;
-    let mut out = Vec::with_capacity(docs.len());
+    let mut out = Vec::with_capacity(docs.0.len());
     c.each(&docs, |v| -> Result<(), SqlError> {
         out.push(v.as_deref().map(text_to_int).transpose()?);
         Ok(())
@@ -219,6 +284,46 @@ mod tests {
                 .collect::<Vec<_>>(),
             [Some(3), None, None]
         );
+    }
+
+    /// A column marked canonical is read only up to where the path ends:
+    /// on canonical text the answers are the same, and text that is not
+    /// canonical (never marked so) shows where the reading stopped.
+    #[test]
+    fn a_marked_column_is_read_up_to_where_the_path_ends() {
+        let path = Expr::Literal(Scalar::Str("priority".into()));
+        let on = |b: &RecordBatch| {
+            call(Func::JsonLongArrow, &[column(), path.clone()], b)
+                .unwrap()
+                .unwrap()
+        };
+        let canonical = batch(vec![
+            Some(r#"{"priority":2,"score":0.5,"tags":["a","b"]}"#),
+            Some(r#"{"note":"x","priority":"3"}"#),
+            Some(r#"{"score":1}"#),
+            None,
+        ]);
+        let marked = mark(&canonical, &[true]).unwrap();
+        assert_eq!(on(&marked).as_ref(), on(&canonical).as_ref());
+        let twice = batch(vec![Some(r#"{"priority":1,"priority":2}"#)]);
+        let text = |a: ArrayRef| {
+            a.as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap()
+                .value(0)
+                .to_string()
+        };
+        assert_eq!(text(on(&twice)), "2");
+        assert_eq!(text(on(&mark(&twice, &[true]).unwrap())), "1");
+        assert_eq!(text(on(&mark(&twice, &[false]).unwrap())), "2");
+        // Columns other than text are left alone, and so is the data.
+        let ints = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, true)])),
+            vec![Arc::new(Int64Array::from(vec![1]))],
+        )
+        .unwrap();
+        assert_eq!(mark(&ints, &[true]).unwrap(), ints);
+        assert_eq!(marked.columns(), canonical.columns());
     }
 
     #[test]

@@ -12,6 +12,12 @@
 //! not end at has each `\u` escape checked for four hex digits only, and a
 //! number there for its grammar, not its range; the value the path ends at
 //! is decoded by `serde_json`, so it is checked in full.
+//!
+//! Text known to be written by `serde_json` from a value or a record (what
+//! the JSON columns of pChronicle's tables hold) is valid and names each
+//! member once in its object, so its first match is its only one: read as [`Reading::Canonical`],
+//! it is read only up to the end of the value the path reaches. A filter on
+//! the first member of a step's `extra` object read a quarter of each text.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -24,11 +30,33 @@ use super::jsonpath::PathStep;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Invalid;
 
+/// How much of a text the follower reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reading {
+    /// All of it: invalid JSON anywhere gives nothing, and a member named
+    /// twice counts with its last value.
+    Whole,
+    /// Up to the end of the value the path reaches, for text that
+    /// `serde_json` wrote from a value or a record: valid JSON, each member
+    /// named once in its object. Other text may then give an answer where
+    /// [`Reading::Whole`] gives none or another.
+    Canonical,
+}
+
 /// The value at `path` as JSON text, as SQL's `->` and `json_extract`
 /// give it: compact, object members in key order; nothing for a missing
 /// member or invalid JSON.
 pub fn json_at<'t>(text: &'t str, path: &[PathStep]) -> Option<Cow<'t, str>> {
-    let v = &text[locate(text, path).ok()??];
+    json_at_reading(text, path, Reading::Whole)
+}
+
+/// [`json_at`], reading `text` as `reading` says.
+pub fn json_at_reading<'t>(
+    text: &'t str,
+    path: &[PathStep],
+    reading: Reading,
+) -> Option<Cow<'t, str>> {
+    let v = &text[locate(text, path, reading).ok()??];
     // These print as they are written.
     if matches!(v, "null" | "true" | "false") || plain_integer(v) || plain_string(v) {
         return Some(Cow::Borrowed(v));
@@ -41,7 +69,16 @@ pub fn json_at<'t>(text: &'t str, path: &[PathStep]) -> Option<Cow<'t, str>> {
 /// give it: a string without its quotes, any other value as JSON, and
 /// nothing for JSON null, a missing member or invalid JSON.
 pub fn text_at<'t>(text: &'t str, path: &[PathStep]) -> Option<Cow<'t, str>> {
-    let v = &text[locate(text, path).ok()??];
+    text_at_reading(text, path, Reading::Whole)
+}
+
+/// [`text_at`], reading `text` as `reading` says.
+pub fn text_at_reading<'t>(
+    text: &'t str,
+    path: &[PathStep],
+    reading: Reading,
+) -> Option<Cow<'t, str>> {
+    let v = &text[locate(text, path, reading).ok()??];
     if v == "null" {
         return None;
     }
@@ -75,12 +112,20 @@ fn plain_integer(v: &str) -> bool {
 }
 
 /// Where in `text` the value at `path` is written.
-fn locate(text: &str, path: &[PathStep]) -> Result<Option<Range<usize>>, Invalid> {
+fn locate(
+    text: &str,
+    path: &[PathStep],
+    reading: Reading,
+) -> Result<Option<Range<usize>>, Invalid> {
     let mut s = Scan {
         b: text.as_bytes(),
         i: 0,
+        first_match: reading == Reading::Canonical,
     };
     let found = s.find(path)?;
+    if s.first_match {
+        return Ok(found);
+    }
     s.ws();
     if s.i != s.b.len() {
         return Err(Invalid);
@@ -92,6 +137,9 @@ fn locate(text: &str, path: &[PathStep]) -> Result<Option<Range<usize>>, Invalid
 struct Scan<'a> {
     b: &'a [u8],
     i: usize,
+    /// Stop at the member or element the path goes through: nothing after
+    /// it can change the answer ([`Reading::Canonical`]).
+    first_match: bool,
 }
 
 impl Scan<'_> {
@@ -145,9 +193,9 @@ impl Scan<'_> {
             s.expect(b':')?;
             if hit {
                 found = s.find(rest)?;
-                Ok(())
+                Ok(s.first_match)
             } else {
-                s.skip_value()
+                s.skip_value().map(|()| false)
             }
         })?;
         Ok(found)
@@ -162,9 +210,9 @@ impl Scan<'_> {
         self.each_item(b']', |s, at| {
             if at == want {
                 found = s.find(rest)?;
-                Ok(())
+                Ok(s.first_match)
             } else {
-                s.skip_value()
+                s.skip_value().map(|()| false)
             }
         })?;
         Ok(found)
@@ -181,21 +229,21 @@ impl Scan<'_> {
         self.each_item(b']', |s, _| {
             s.ws();
             starts.push(s.i);
-            s.skip_value()
+            s.skip_value().map(|()| false)
         })?;
         let Some(&pick) = starts.len().checked_sub(n).and_then(|k| starts.get(k)) else {
             return Ok(None);
         };
-        Scan { b: self.b, i: pick }.find(rest)
+        Scan { i: pick, ..*self }.find(rest)
     }
 
     /// Reads an object or array from its opening bracket to `close`,
     /// handing each member or element, with its position, to `item`, which
-    /// reads it whole.
+    /// reads it whole and says whether to stop there, before `close`.
     fn each_item(
         &mut self,
         close: u8,
-        mut item: impl FnMut(&mut Self, usize) -> Result<(), Invalid>,
+        mut item: impl FnMut(&mut Self, usize) -> Result<bool, Invalid>,
     ) -> Result<(), Invalid> {
         self.i += 1;
         if self.peek()? == close {
@@ -204,7 +252,9 @@ impl Scan<'_> {
         }
         let mut at = 0;
         loop {
-            item(self, at)?;
+            if item(self, at)? {
+                return Ok(());
+            }
             at += 1;
             match self.peek()? {
                 b',' => self.i += 1,
@@ -482,7 +532,7 @@ mod tests {
 
     /// The value at `path`, built.
     fn follow(text: &str, path: &[PathStep]) -> Result<Option<Value>, Invalid> {
-        match locate(text, path)? {
+        match locate(text, path, Reading::Whole)? {
             Some(at) => serde_json::from_str(&text[at])
                 .map(Some)
                 .map_err(|_| Invalid),
@@ -724,6 +774,78 @@ mod tests {
         }
         // Both kinds were tried.
         assert!((500..3500).contains(&broken), "{broken}");
+    }
+
+    /// Read as canonical, the text `serde_json` writes for a generated
+    /// value answers as read whole, for every path tried.
+    #[test]
+    fn canonical_text_answers_as_read_whole() {
+        let paths: Vec<Vec<PathStep>> = [
+            "$",
+            "$.a",
+            "$.b",
+            "$.a.a",
+            "$.a[0]",
+            "$[0]",
+            "$[1].a",
+            "$[-1]",
+            "$.a[#-2].b",
+            "$.\"c d\"",
+            "$[0][0]",
+            "$[2]",
+            "$.a.b",
+        ]
+        .iter()
+        .map(|p| parse(p, Indexes::Signed).unwrap())
+        .collect();
+        let mut g = Gen(11);
+        let mut found = 0;
+        for _ in 0..4000 {
+            let mut text = String::new();
+            g.value(0, &mut text);
+            let Ok(value) = serde_json::from_str::<Value>(&text) else {
+                continue;
+            };
+            let canonical = value.to_string();
+            for steps in &paths {
+                let whole = text_at(&canonical, steps);
+                found += usize::from(whole.is_some());
+                assert_eq!(
+                    text_at_reading(&canonical, steps, Reading::Canonical),
+                    whole,
+                    "->> {canonical} {steps:?}"
+                );
+                assert_eq!(
+                    json_at_reading(&canonical, steps, Reading::Canonical),
+                    json_at(&canonical, steps),
+                    "-> {canonical} {steps:?}"
+                );
+            }
+        }
+        assert!(found > 1000, "{found}");
+    }
+
+    /// Read as canonical, nothing after the value a path reaches is read:
+    /// what follows it may be anything. (Such text is never read so: it
+    /// is not what `serde_json` writes.)
+    #[test]
+    fn canonical_reading_stops_where_the_path_ends() {
+        let at = |text: &str, p: &str| {
+            let steps = parse(p, Indexes::Signed).unwrap();
+            (
+                text_at_reading(text, &steps, Reading::Canonical).map(Cow::into_owned),
+                text_at(text, &steps).map(Cow::into_owned),
+            )
+        };
+        let cut = r#"{"a":{"b":[1,{"c":"x"}],"d":2},"e":"#;
+        assert_eq!(at(cut, "$.a.b[1].c"), (Some("x".into()), None));
+        assert_eq!(at(cut, "$.a.d"), (Some("2".into()), None));
+        // A member that is not there is looked for to the end of its object.
+        assert_eq!(at(cut, "$.a.z"), (None, None));
+        assert_eq!(at(cut, "$.z"), (None, None));
+        // Read whole, a member named twice counts with its last value.
+        let twice = r#"{"a":1,"a":2}"#;
+        assert_eq!(at(twice, "$.a"), (Some("1".into()), Some("2".into())));
     }
 
     /// A number or a string off the path is checked against the grammar

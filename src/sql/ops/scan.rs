@@ -17,6 +17,7 @@ use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
 use super::super::exec::ExecCtx;
 use super::super::expr::{cast_array, eval, eval_predicate};
+use super::super::json_eval;
 use super::super::logical::{AggCall, Expr};
 use super::super::SqlError;
 use super::aggregate::Grouper;
@@ -91,6 +92,11 @@ impl ScanOp {
             let output = work.output_schema(&computed);
             let bytes = BytesFilter::new(filter.as_ref());
             let labels = LabelFilter::new(filter.as_ref());
+            let canonical: Vec<bool> = read
+                .fields()
+                .iter()
+                .map(|f| ctx.provider.canonical_json(spec.relation, f.name()))
+                .collect();
             let post = |b: RecordBatch| -> Result<RecordBatch, SqlError> {
                 crate::util::stats::add(
                     crate::util::stats::Counter::RowsScanned,
@@ -100,13 +106,14 @@ impl ScanOp {
                 let settled = bytes.settle(&b, &read, needed.as_deref())?;
                 let filter = bytes.remaining(settled.is_some());
                 let b = settled.unwrap_or(b);
+                let keep = |f: &Expr| eval_predicate(f, &json_eval::mark(&b, &canonical)?);
                 let b = match (filter, &needed) {
-                    (Some(f), None) => filter_record_batch(&b, &eval_predicate(f, &b)?)?,
-                    (Some(f), Some(n)) => kept(&b, Some(&eval_predicate(f, &b)?), n, &read)?,
+                    (Some(f), None) => filter_record_batch(&b, &keep(f)?)?,
+                    (Some(f), Some(n)) => kept(&b, Some(&keep(f)?), n, &read)?,
                     (None, Some(n)) => kept(&b, None, n, &read)?,
                     (None, None) => b,
                 };
-                work.run(b, &computed)
+                work.run(b, &computed, &canonical)
             };
             let mut gather = Gather::new(output);
             let send = |b: RecordBatch| {
@@ -193,14 +200,21 @@ impl ScanWork {
         }
     }
 
-    /// Do the work on a batch `b` of rows kept.
-    fn run(&self, b: RecordBatch, computed: &SchemaRef) -> Result<RecordBatch, SqlError> {
+    /// Do the work on a batch `b` of rows kept, whose columns `canonical`
+    /// says hold canonical JSON (`json_eval::mark`).
+    fn run(
+        &self,
+        b: RecordBatch,
+        computed: &SchemaRef,
+        canonical: &[bool],
+    ) -> Result<RecordBatch, SqlError> {
         let b = if self.computed.is_empty() {
             b
         } else {
+            let seen = json_eval::mark(&b, canonical)?;
             let mut columns = b.columns().to_vec();
             for e in &self.computed {
-                let a = eval(e, &b)?;
+                let a = eval(e, &seen)?;
                 let ty = e.data_type();
                 columns.push(if *a.data_type() == ty {
                     a
@@ -214,7 +228,7 @@ impl ScanWork {
         match &self.partial {
             Some(p) if b.num_rows() > 0 => {
                 let mut g = Grouper::new(&p.group, &p.aggs)?;
-                g.push(&b, &p.group, &p.aggs)?;
+                g.push(&json_eval::mark(&b, canonical)?, &p.group, &p.aggs)?;
                 g.finish(&p.schema, &p.aggs)
             }
             Some(p) => Ok(RecordBatch::new_empty(p.schema.clone())),

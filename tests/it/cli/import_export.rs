@@ -770,3 +770,117 @@ fn imports_keep_file_order_across_decoding_rounds_and_stop_at_a_broken_file() {
         assert!(leftovers.is_empty(), "{leftovers:?}");
     }
 }
+
+/// Members written in `text` (each `:` outside a string), and members of
+/// every object of its parsed `value`: fewer in the value when a member
+/// is named twice in one object.
+fn members(text: &str, value: &serde_json::Value) -> (usize, usize) {
+    let (mut written, mut in_string, mut escaped) = (0, false, false);
+    for b in text.bytes() {
+        match (in_string, escaped, b) {
+            (true, true, _) => escaped = false,
+            (true, false, b'\\') => escaped = true,
+            (_, false, b'"') => in_string = !in_string,
+            (false, _, b':') => written += 1,
+            _ => {}
+        }
+    }
+    fn parsed(v: &serde_json::Value) -> usize {
+        match v {
+            serde_json::Value::Object(m) => m.len() + m.values().map(parsed).sum::<usize>(),
+            serde_json::Value::Array(a) => a.iter().map(parsed).sum(),
+            _ => 0,
+        }
+    }
+    (written, parsed(value))
+}
+
+/// Every JSON column of every table holds valid JSON text in which each
+/// member is named once in its object, over real files of each format,
+/// in place and imported: SQL reads a JSON path over these columns only up
+/// to where it ends, which is exact only for such text
+/// (`DataLayer::canonical_json`).
+#[test]
+fn json_columns_hold_json_with_each_member_named_once() {
+    let env = TestEnv::new();
+    let dir = env.path().join("files");
+    let copy = |from: &Path, to: &Path| {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "json" || x == "jsonl") {
+                std::fs::copy(&p, to.join(p.file_name().unwrap())).unwrap();
+            }
+        }
+    };
+    for sub in [
+        "golang__exp",
+        "evalstate__fast-agent",
+        "DeepLink-org__Persisting",
+    ] {
+        copy(&example_dataset().join(sub), &dir.join(sub));
+    }
+    for sub in ["harbor", "openai"] {
+        copy(
+            &crate::support::root().join("tests/fixtures").join(sub),
+            &dir.join(sub),
+        );
+    }
+    // One store per format, as an import takes one.
+    let formats = ["atif", "openai-messages", "actf"];
+    for f in formats {
+        let args = [
+            "import",
+            "--from",
+            dir.to_str().unwrap(),
+            "--output",
+            f,
+            "--format",
+            f,
+        ];
+        env.succeed(&args);
+    }
+    let lines = |from: &str, sql: &str| -> Vec<serde_json::Value> {
+        let o = env.succeed(&["query", from, sql, "--format", "jsonl"]);
+        String::from_utf8(o.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let mut checked = 0;
+    for table in ["runs", "trajectories", "steps", "tool_calls", "judgments"] {
+        let json_columns: Vec<String> = lines(dir.to_str().unwrap(), &format!("DESCRIBE {table}"))
+            .iter()
+            .filter(|c| c["column_type"] == "JSON")
+            .map(|c| c["column_name"].as_str().unwrap().to_string())
+            .collect();
+        assert!(!json_columns.is_empty(), "{table}");
+        let sql = format!("SELECT {} FROM {table}", json_columns.join(", "));
+        for from in std::iter::once(dir.to_str().unwrap()).chain(formats) {
+            for row in lines(from, &sql) {
+                for c in &json_columns {
+                    match &row[c] {
+                        serde_json::Value::Null => {}
+                        serde_json::Value::String(text) => {
+                            let parsed: serde_json::Value = serde_json::from_str(text)
+                                .unwrap_or_else(|e| panic!("{table}.{c} in {from}: {e}: {text}"));
+                            let (written, kept) = members(text, &parsed);
+                            assert_eq!(written, kept, "{table}.{c} in {from}: {text}");
+                            checked += 1;
+                        }
+                        other => panic!("{table}.{c} in {from}: {other}"),
+                    }
+                }
+            }
+        }
+    }
+    // The files give each kind of JSON column values to check, and a
+    // member named twice would be seen.
+    assert!(checked > 500, "{checked}");
+    let twice = r#"{"a":1,"a":{"b":"x:\"y"}}"#;
+    assert_eq!(
+        members(twice, &serde_json::from_str(twice).unwrap()),
+        (3, 2)
+    );
+}
