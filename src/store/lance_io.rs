@@ -694,30 +694,37 @@ mod tests {
     /// A JSON column of the store's schema: how `table_schema` asks Lance
     /// to lay it out.
     fn store_json_schema() -> SchemaRef {
+        store_schema_of("observation")
+    }
+
+    /// A text column `j` with the field metadata a store gives `column` of
+    /// its steps.
+    fn store_schema_of(column: &str) -> SchemaRef {
         let steps = crate::store::schema::table_schema(
             crate::table::Table::Steps,
             crate::store::current::STORE_SCHEMA_VERSION,
         );
-        let f = steps.field_with_name("observation").unwrap();
+        let f = steps.field_with_name(column).unwrap();
         Arc::new(Schema::new(vec![
             Field::new("j", DataType::Utf8, true).with_metadata(f.metadata().clone())
         ]))
     }
 
-    /// JSON cells of every length a store keeps inline fit the mini-blocks
-    /// its JSON columns are laid out in, in a new table and appended to it.
-    #[test]
-    fn json_cells_up_to_the_inline_limit_fit_mini_blocks() {
+    /// Cells of every length a store keeps inline fit the mini-blocks the
+    /// store lays `column` out in (compressed as `compression`), in a new
+    /// table and appended to it.
+    fn cells_fit_mini_blocks(column: &str, compression: &str) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.lance");
         let path = path.to_str().unwrap();
-        let schema = store_json_schema();
+        let schema = store_schema_of(column);
+        let meta = |k: &str| schema.field(0).metadata().get(k).cloned();
         assert_eq!(
-            schema
-                .field(0)
-                .metadata()
-                .get("lance-encoding:structural-encoding"),
-            Some(&"miniblock".to_string())
+            (
+                meta("lance-encoding:structural-encoding").as_deref(),
+                meta("lance-encoding:compression").as_deref()
+            ),
+            (Some("miniblock"), Some(compression))
         );
         runtime().block_on(async {
             append_table(path, rows(&schema, json_cells(0)), false)
@@ -725,6 +732,20 @@ mod tests {
                 .unwrap();
         });
         append_and_read_both(path, &schema);
+    }
+
+    /// JSON cells of every length a store keeps inline fit the LZ4
+    /// mini-blocks its JSON columns are laid out in.
+    #[test]
+    fn json_cells_up_to_the_inline_limit_fit_mini_blocks() {
+        cells_fit_mini_blocks("observation", "lz4");
+    }
+
+    /// So do the cells of a text view, kept uncompressed: a chunk then
+    /// holds every byte of a cell of up to 64 KiB.
+    #[test]
+    fn text_view_cells_up_to_the_inline_limit_fit_mini_blocks() {
+        cells_fit_mini_blocks("observation_text", "none");
     }
 
     /// A table without the mini-block setting takes rows of the current

@@ -186,6 +186,12 @@ pub fn is_wide(metadata: &std::collections::HashMap<String, String>) -> bool {
 /// FSST, costs four times as long to decode as a plain copy (it zeroes and
 /// fills a buffer eight times the compressed bytes per page). On the
 /// benchmark corpus this makes `observation_text` 409 MB instead of 284 MB.
+/// They are laid out in mini-blocks too: a page holding a value of 256
+/// bytes or more Lance would otherwise lay out value by value, and reading
+/// it back copies each value on its own into a buffer it grows as it goes
+/// (the benchmark's `observation_text` read in 0.37 s so, 0.21 s from
+/// mini-blocks, docs/benchmarks.md). Tables written before keep their own
+/// layout; either reads back the same bytes.
 ///
 /// JSON columns are asked for LZ4 instead of FSST, in mini-blocks: JSON
 /// repeats its keys and punctuation, which a general compressor finds and
@@ -217,7 +223,7 @@ pub fn table_schema(t: Table, layout: u64) -> SchemaRef {
                 };
                 let f = Field::new(cols[i].name, ty, cols[i].nullable);
                 let how: &[(&str, &str)] = if cols[i].derived.is_some() {
-                    &[UNCOMPRESSED]
+                    &[UNCOMPRESSED, MINI_BLOCKS]
                 } else if cols[i].ty == ColType::Json {
                     &[LZ4, MINI_BLOCKS]
                 } else {

@@ -769,7 +769,7 @@ mod tests {
     }
 
     #[test]
-    fn text_views_are_stored_uncompressed_and_the_raw_json_with_lz4() {
+    fn text_views_are_stored_uncompressed_in_mini_blocks_and_the_raw_json_with_lz4() {
         let dir = tempfile::tempdir().unwrap();
         write(&dir.path().join("s"), STORE_SCHEMA_VERSION);
         for (t, view, raw) in [
@@ -781,7 +781,7 @@ mod tests {
                 let (_, c, layout) = fields.iter().find(|(n, _, _)| n == col).unwrap();
                 (c.as_deref(), layout.as_deref())
             };
-            assert_eq!(how(view), (Some("none"), None), "{view}");
+            assert_eq!(how(view), (Some("none"), Some("miniblock")), "{view}");
             assert_eq!(how(raw), (Some("lz4"), Some("miniblock")), "{raw}");
         }
         // Every JSON column in LZ4 mini-blocks; other text keeps Lance's
