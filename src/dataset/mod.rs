@@ -265,14 +265,14 @@ impl DataLayer for Mounts {
         relation != "sources"
     }
 
-    /// The JSON columns of the tables: each is filled by `serde_json` from
-    /// a value or a record (`table::Cell::json` and its kin), as a store's
-    /// were when it was written (`tests/it/cli/import_export.rs` checks it on real files).
+    /// The JSON columns of the tables but those kept as written
+    /// (`table::Column::holds_written_json`), in every kind of Source: a
+    /// store's were written by the same columns when it was imported.
     fn canonical_json(&self, relation: &str, column: &str) -> bool {
         Table::from_name(relation).is_some_and(|t| {
             t.columns()
                 .iter()
-                .any(|c| c.name == column && c.ty == crate::table::ColType::Json)
+                .any(|c| c.name == column && c.holds_written_json())
         })
     }
 

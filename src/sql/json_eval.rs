@@ -64,6 +64,12 @@ pub fn mark(b: &RecordBatch, canonical: &[bool]) -> Result<RecordBatch, SqlError
     )?)
 }
 
+/// The documents a JSON function reads, and how it may read them.
+struct Docs {
+    text: StringArray,
+    reading: Reading,
+}
+
 /// How the documents `doc` reads from `batch` may be read.
 fn reading(doc: &Expr, batch: &RecordBatch) -> Reading {
     match doc {
@@ -115,7 +121,7 @@ impl<'e> Constant<'e> {
     }
 
     /// The documents of `batch`, as text, and how they may be read.
-    fn docs(&self, batch: &RecordBatch) -> Result<(StringArray, Reading), SqlError> {
+    fn docs(&self, batch: &RecordBatch) -> Result<Docs, SqlError> {
         let docs = eval(self.doc, batch)?;
         let text = docs
             .as_any()
@@ -124,13 +130,19 @@ impl<'e> Constant<'e> {
             .ok_or_else(|| {
                 SqlError::Internal(format!("expected TEXT, got {}", docs.data_type()))
             })?;
-        Ok((text, reading(self.doc, batch)))
+        Ok(Docs {
+            reading: reading(self.doc, batch),
+            text,
+        })
     }
 
     /// Each row's answer, handed to `each` (`None` for NULL).
     fn each<E>(
         &self,
-        (docs, reading): &(StringArray, Reading),
+        Docs {
+            text: docs,
+            reading,
+        }: &Docs,
         mut each: impl FnMut(Option<std::borrow::Cow<'_, str>>) -> Result<(), E>,
     ) -> Result<(), E> {
         for i in 0..docs.len() {
@@ -155,7 +167,7 @@ pub fn call(func: Func, args: &[Expr], batch: &RecordBatch) -> Result<Option<Arr
     let docs = c.docs(batch)?;
     // Members are mostly short: a guess, not the documents' size (a batch
     // of tool output is megabytes).
-    let rows = docs.0.len();
+    let rows = docs.text.len();
     let mut out = arrow::array::StringBuilder::with_capacity(rows, rows * 8);
     c.each(&docs, |v| -> Result<(), SqlError> {
         out.append_option(v);
@@ -174,7 +186,7 @@ pub fn cast(e: &Expr, to: &DataType, batch: &RecordBatch) -> Result<Option<Array
         return Ok(None);
     };
     let docs = c.docs(batch)?;
-    let mut out = Vec::with_capacity(docs.0.len());
+    let mut out = Vec::with_capacity(docs.text.len());
     c.each(&docs, |v| -> Result<(), SqlError> {
         out.push(v.as_deref().map(text_to_int).transpose()?);
         Ok(())

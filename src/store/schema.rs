@@ -157,8 +157,15 @@ const UNCOMPRESSED: (&str, &str) = ("lance-encoding:compression", "none");
 const LZ4: (&str, &str) = ("lance-encoding:compression", "lz4");
 
 /// The Lance field metadata that lays out a column's pages in mini-blocks
-/// (chunks of values) whatever the length of their values. Pages Lance
-/// encodes otherwise first (dictionary, constant, all-null) stay so.
+/// (chunks of values) whatever the length of their values. Lance lays out
+/// a page whose values are all shorter than 256 bytes so of its own
+/// accord, and one holding a longer value (tool output) value by value:
+/// each value then compressed on its own, with zstd whatever codec is
+/// named, and read back by copying each into a buffer grown as it goes.
+/// Pages Lance encodes otherwise first (dictionary, constant, all-null)
+/// stay so. Chunks of cells up to the objects' inline limit need the
+/// 32-bit chunk sizes of Lance's file format 2.2, which new tables are
+/// written in (`lance_io::FILE_FORMAT`).
 const MINI_BLOCKS: (&str, &str) = ("lance-encoding:structural-encoding", "miniblock");
 
 /// True for the Lance field metadata of a derived text view (see
@@ -186,28 +193,19 @@ pub fn is_wide(metadata: &std::collections::HashMap<String, String>) -> bool {
 /// FSST, costs four times as long to decode as a plain copy (it zeroes and
 /// fills a buffer eight times the compressed bytes per page). On the
 /// benchmark corpus this makes `observation_text` 409 MB instead of 284 MB.
-/// They are laid out in mini-blocks too: a page holding a value of 256
-/// bytes or more Lance would otherwise lay out value by value, and reading
-/// it back copies each value on its own into a buffer it grows as it goes
-/// (the benchmark's `observation_text` read in 0.37 s so, 0.21 s from
-/// mini-blocks, docs/benchmarks.md). Tables written before keep their own
-/// layout; either reads back the same bytes.
+/// They are laid out in [`MINI_BLOCKS`] too: a `LIKE` over a million
+/// steps' tool output peaked a third lower so, at the same speed
+/// (docs/benchmarks.md, "Text views in mini-blocks").
 ///
-/// JSON columns are asked for LZ4 instead of FSST, in mini-blocks: JSON
-/// repeats its keys and punctuation, which a general compressor finds and
-/// FSST's 8-byte symbols only partly do. Lance lays out a page whose values
-/// are all shorter than 256 bytes in mini-blocks of its own accord; a page
-/// holding a longer value (tool output) it would otherwise lay out value by
-/// value, each compressed on its own with zstd whatever codec is named, and
-/// zstd started afresh for every cell of a million took three times as
-/// long to read as LZ4 over chunks of cells (the raw `observation` of the
-/// 1M-step benchmark store: 1.72 against 0.56 s, docs/benchmarks.md).
-/// Chunks of cells up to the objects' inline limit need the 32-bit chunk
-/// sizes of Lance's file format 2.2, which new tables are written in
-/// (`lance_io::FILE_FORMAT`).
+/// JSON columns are asked for LZ4 instead of FSST, in [`MINI_BLOCKS`]:
+/// JSON repeats its keys and punctuation, which a general compressor
+/// finds and FSST's 8-byte symbols only partly do, and zstd started afresh
+/// for every cell of a million took three times as long to read as LZ4
+/// over chunks of cells (the raw `observation` of the 1M-step benchmark
+/// store: 1.72 against 0.56 s, docs/benchmarks.md).
 /// Lance keeps a table's own field metadata when rows are appended, so a
-/// table created before this keeps its JSON as it was (FSST, or LZ4 with
-/// long values laid out one by one).
+/// table created before these settings keeps its layout (FSST, or values
+/// laid out one by one); either reads back the same values.
 pub fn table_schema(t: Table, layout: u64) -> SchemaRef {
     let cols = t.columns();
     Arc::new(Schema::new(

@@ -163,7 +163,8 @@ impl Scan<'_> {
     }
 
     /// The value here, walked along `path`: where the path ends, or `None`.
-    /// Either way the whole value is read.
+    /// Either way the whole value is read, unless a match ends the reading
+    /// ([`Reading::Canonical`]).
     fn find(&mut self, path: &[PathStep]) -> Result<Option<Range<usize>>, Invalid> {
         let Some((step, rest)) = path.split_first() else {
             self.ws();
@@ -843,6 +844,10 @@ mod tests {
         // A member that is not there is looked for to the end of its object.
         assert_eq!(at(cut, "$.a.z"), (None, None));
         assert_eq!(at(cut, "$.z"), (None, None));
+        // So is an element, and counting from the end reads the whole array.
+        let cut = r#"{"a":{"b":[1,2,"#;
+        assert_eq!(at(cut, "$.a.b[0]"), (Some("1".into()), None));
+        assert_eq!(at(cut, "$.a.b[#-1]"), (None, None));
         // Read whole, a member named twice counts with its last value.
         let twice = r#"{"a":1,"a":2}"#;
         assert_eq!(at(twice, "$.a"), (Some("1".into()), Some("2".into())));

@@ -68,6 +68,9 @@ pub struct Column {
     /// of raw JSON): how. Stores keep such columns from layout 3 on; readers
     /// of an older store compute them from the columns they derive from.
     pub derived: Option<Derived>,
+    /// JSON text kept as the source wrote it (OpenAI argument strings),
+    /// which may name a member twice in an object.
+    pub as_written: bool,
 }
 
 /// How a derived column is computed from the raw text of stored columns.
@@ -83,6 +86,18 @@ impl Column {
     const fn derived_from(mut self, d: Derived) -> Column {
         self.derived = Some(d);
         self
+    }
+
+    const fn kept_as_written(mut self) -> Column {
+        self.as_written = true;
+        self
+    }
+
+    /// True for a JSON column whose every value `serde_json` wrote, from a
+    /// value or a record: valid JSON naming each member once in its
+    /// object, which a JSON path may read only up to where it ends.
+    pub fn holds_written_json(&self) -> bool {
+        self.ty == ColType::Json && !self.as_written
     }
 }
 
@@ -193,6 +208,7 @@ macro_rules! col {
             doc: $doc,
             get: $get,
             derived: None,
+            as_written: false,
         }
     };
 }

@@ -52,7 +52,8 @@ pub(super) static TOOL_CALLS: &[Column] = &[
                 None => Cell::json_required(&c.args),
             }
         }
-    ),
+    )
+    .kept_as_written(),
     col!("result", Json, true, "Result body given on the call", |r| {
         Cell::json(r.call().result.as_ref())
     }),

@@ -795,39 +795,35 @@ fn members(text: &str, value: &serde_json::Value) -> (usize, usize) {
     (written, parsed(value))
 }
 
-/// Every JSON column of every table holds valid JSON text in which each
-/// member is named once in its object, over real files of each format,
-/// in place and imported: SQL reads a JSON path over these columns only up
-/// to where it ends, which is exact only for such text
-/// (`DataLayer::canonical_json`).
+/// Every JSON column of every table but `tool_calls.arguments` (kept as
+/// written, see the next test) holds valid JSON text in which each member
+/// is named once in its object, over real ATIF, ACTF, OpenAI messages and
+/// Harbor files and a Storyline export of some of them, in place and
+/// imported: SQL reads a JSON path over these columns only up to where it
+/// ends, which is exact only for such text (`DataLayer::canonical_json`).
 #[test]
 fn json_columns_hold_json_with_each_member_named_once() {
     let env = TestEnv::new();
     let dir = env.path().join("files");
-    let copy = |from: &Path, to: &Path| {
-        std::fs::create_dir_all(to).unwrap();
-        for e in std::fs::read_dir(from).unwrap() {
-            let p = e.unwrap().path();
-            if p.extension().is_some_and(|x| x == "json" || x == "jsonl") {
-                std::fs::copy(&p, to.join(p.file_name().unwrap())).unwrap();
-            }
-        }
-    };
-    for sub in [
-        "golang__exp",
-        "evalstate__fast-agent",
-        "DeepLink-org__Persisting",
-    ] {
-        copy(&example_dataset().join(sub), &dir.join(sub));
-    }
+    crate::support::copy_dir(&example_dataset(), &dir);
     for sub in ["harbor", "openai"] {
-        copy(
-            &crate::support::root().join("tests/fixtures").join(sub),
-            &dir.join(sub),
-        );
+        let fixtures = crate::support::root().join("tests/fixtures").join(sub);
+        crate::support::copy_dir(&fixtures, &dir.join(sub));
     }
+    let storyline = dir.join("storyline/golang.jsonl");
+    std::fs::create_dir(storyline.parent().unwrap()).unwrap();
+    let golang = example_dataset().join("golang__exp");
+    env.succeed(&[
+        "export",
+        "--from",
+        golang.to_str().unwrap(),
+        "--format",
+        "storyline",
+        "--output",
+        storyline.to_str().unwrap(),
+    ]);
     // One store per format, as an import takes one.
-    let formats = ["atif", "openai-messages", "actf"];
+    let formats = ["atif", "openai-messages", "actf", "storyline"];
     for f in formats {
         let args = [
             "import",
@@ -859,7 +855,7 @@ fn json_columns_hold_json_with_each_member_named_once() {
         let sql = format!("SELECT {} FROM {table}", json_columns.join(", "));
         for from in std::iter::once(dir.to_str().unwrap()).chain(formats) {
             for row in lines(from, &sql) {
-                for c in &json_columns {
+                for c in json_columns.iter().filter(|c| *c != "arguments") {
                     match &row[c] {
                         serde_json::Value::Null => {}
                         serde_json::Value::String(text) => {
@@ -883,4 +879,36 @@ fn json_columns_hold_json_with_each_member_named_once() {
         members(twice, &serde_json::from_str(twice).unwrap()),
         (3, 2)
     );
+}
+
+/// OpenAI argument strings are kept as written, so `tool_calls.arguments`
+/// may name a member twice. A JSON path over it answers with the last
+/// value, as over any other text, whether the scan evaluates it (`WHERE`)
+/// or the projection above does; in place and imported.
+#[test]
+fn arguments_kept_as_written_are_read_whole() {
+    let env = TestEnv::new();
+    let dir = env.path().join("files");
+    std::fs::create_dir(&dir).unwrap();
+    let record = serde_json::json!({"messages": [
+        {"role": "user", "content": "list the files"},
+        {"role": "assistant", "content": null, "tool_calls": [{
+            "id": "c1", "type": "function",
+            "function": {"name": "bash", "arguments": r#"{"cmd":"ls","cmd":"pwd"}"#}
+        }]},
+        {"role": "tool", "tool_call_id": "c1", "content": "/work"},
+        {"role": "assistant", "content": "done"}
+    ]});
+    std::fs::write(dir.join("calls.jsonl"), format!("{record}\n")).unwrap();
+    import(&env, &dir, "s1");
+    let sql = "SELECT arguments ->> 'cmd' AS cmd, CAST(arguments -> 'cmd' AS TEXT) AS j \
+               FROM tool_calls WHERE arguments ->> 'cmd' = 'pwd'";
+    for from in [dir.to_str().unwrap(), "s1"] {
+        let o = env.succeed(&["query", from, sql, "--format", "csv"]);
+        assert_eq!(
+            String::from_utf8(o.stdout).unwrap(),
+            "cmd,j\npwd,\"\"\"pwd\"\"\"\n",
+            "{from}"
+        );
+    }
 }
