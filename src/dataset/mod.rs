@@ -267,7 +267,8 @@ impl DataLayer for Mounts {
 
     /// The JSON columns of the tables but those kept as written
     /// (`table::Column::holds_written_json`), in every kind of Source: a
-    /// store's were written by the same columns when it was imported.
+    /// store pChronicle imported was filled by the same columns, and one
+    /// written by another program must keep them so (docs/formats.md).
     fn canonical_json(&self, relation: &str, column: &str) -> bool {
         Table::from_name(relation).is_some_and(|t| {
             t.columns()

@@ -9,9 +9,10 @@
 //! same JSON follower finds each value, and the same parse turns it into
 //! a number.
 //!
-//! A scan marks the JSON columns of the tables it reads ([`mark`]): their
-//! text is what `serde_json` wrote, so a path over one of them is read
-//! only up to where it ends (`json_follow::Reading::Canonical`).
+//! A scan marks the columns its data layer says `serde_json` wrote
+//! (`DataLayer::canonical_json`: the tables' JSON columns but those kept as
+//! written) with [`mark`], so a path over one of them is read only up to
+//! where it ends (`json_follow::Reading::Canonical`).
 
 use std::sync::Arc;
 

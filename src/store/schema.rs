@@ -160,8 +160,9 @@ const LZ4: (&str, &str) = ("lance-encoding:compression", "lz4");
 /// (chunks of values) whatever the length of their values. Lance lays out
 /// a page whose values are all shorter than 256 bytes so of its own
 /// accord, and one holding a longer value (tool output) value by value:
-/// each value then compressed on its own, with zstd whatever codec is
-/// named, and read back by copying each into a buffer grown as it goes.
+/// each value then compressed on its own (with zstd whatever codec but
+/// `none` is named), and read back by copying each into a buffer grown as
+/// it goes.
 /// Pages Lance encodes otherwise first (dictionary, constant, all-null)
 /// stay so. Chunks of cells up to the objects' inline limit need the
 /// 32-bit chunk sizes of Lance's file format 2.2, which new tables are

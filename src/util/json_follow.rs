@@ -14,10 +14,11 @@
 //! is decoded by `serde_json`, so it is checked in full.
 //!
 //! Text known to be written by `serde_json` from a value or a record (what
-//! the JSON columns of pChronicle's tables hold) is valid and names each
-//! member once in its object, so its first match is its only one: read as [`Reading::Canonical`],
-//! it is read only up to the end of the value the path reaches. A filter on
-//! the first member of a step's `extra` object read a quarter of each text.
+//! the tables' JSON columns hold, but OpenAI argument strings, kept as
+//! written) is valid and names each member once in its object, so its
+//! first match is its only one: read as [`Reading::Canonical`], it is read
+//! only up to the end of the value the path reaches. A filter on the first
+//! member of a step's `extra` object read a quarter of each text.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -844,9 +845,11 @@ mod tests {
         // A member that is not there is looked for to the end of its object.
         assert_eq!(at(cut, "$.a.z"), (None, None));
         assert_eq!(at(cut, "$.z"), (None, None));
-        // So is an element, and counting from the end reads the whole array.
+        // An element ends the reading too; one that is not there, and
+        // counting from the end, read the whole array.
         let cut = r#"{"a":{"b":[1,2,"#;
         assert_eq!(at(cut, "$.a.b[0]"), (Some("1".into()), None));
+        assert_eq!(at(cut, "$.a.b[5]"), (None, None));
         assert_eq!(at(cut, "$.a.b[#-1]"), (None, None));
         // Read whole, a member named twice counts with its last value.
         let twice = r#"{"a":1,"a":2}"#;

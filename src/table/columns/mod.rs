@@ -256,3 +256,28 @@ impl MessageKindName {
         d::MessageKind::of(v).name()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every JSON column of the tables holds JSON `serde_json` wrote but
+    /// `tool_calls.arguments`, kept as written; SQL reads a path over the
+    /// others only up to where it ends.
+    #[test]
+    fn only_openai_arguments_are_json_kept_as_written() {
+        let mut as_written = Vec::new();
+        let mut written = 0;
+        for t in Table::ALL {
+            for c in t.columns() {
+                match (c.ty == ColType::Json, c.holds_written_json()) {
+                    (true, false) => as_written.push(format!("{}.{}", t.name(), c.name)),
+                    (true, true) => written += 1,
+                    (false, held) => assert!(!held, "{}.{}", t.name(), c.name),
+                }
+            }
+        }
+        assert_eq!(as_written, ["tool_calls.arguments"]);
+        assert!(written > 20, "{written}");
+    }
+}
