@@ -215,6 +215,12 @@ mod tests {
         }
     }
 
+    /// The values of a BIGINT column.
+    fn ints(a: &ArrayRef) -> Vec<Option<i64>> {
+        let a = a.as_any().downcast_ref::<Int64Array>().unwrap();
+        a.iter().collect()
+    }
+
     /// Row by row, as before: the path repeated on every row.
     fn row_by_row(func: Func, path: &Scalar, b: &RecordBatch) -> ArrayRef {
         let docs = eval(&column(), b).unwrap();
@@ -287,16 +293,7 @@ mod tests {
             eval(call, &b).unwrap().as_ref(),
             self::call(*func, args, &b).unwrap().unwrap().as_ref()
         );
-        assert_eq!(
-            eval(&e, &b)
-                .unwrap()
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .unwrap()
-                .iter()
-                .collect::<Vec<_>>(),
-            [Some(3), None, None]
-        );
+        assert_eq!(ints(&eval(&e, &b).unwrap()), [Some(3), None, None]);
     }
 
     /// A column marked canonical is read only up to where the path ends:
@@ -370,15 +367,9 @@ mod tests {
                 (g, w) => panic!("{func:?}: {g:?} against {w:?}"),
             }
         }
+        let cast_ok = cast(&call_of(Func::JsonLongArrow), &DataType::Int64, &ok);
         assert_eq!(
-            cast(&call_of(Func::JsonLongArrow), &DataType::Int64, &ok)
-                .unwrap()
-                .unwrap()
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .unwrap()
-                .iter()
-                .collect::<Vec<_>>(),
+            ints(&cast_ok.unwrap().unwrap()),
             [Some(2), Some(41), Some(9), None, None, None]
         );
         // A value that is not a whole number fails as the cast of its text.

@@ -82,8 +82,8 @@ pub trait DataLayer: Sync {
 
     /// True when every value of `column` of `relation` is JSON text that
     /// `serde_json` wrote (from a value or a record): valid, each member
-    /// named once in its object. A JSON path over it is then read only up to where the
-    /// path ends (`util::json_follow::Reading::Canonical`).
+    /// named once in its object. A JSON path over it is then read only up
+    /// to where the path ends (`util::json_follow::Reading::Canonical`).
     fn canonical_json(&self, _relation: &str, _column: &str) -> bool {
         false
     }
